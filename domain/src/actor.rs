@@ -1,0 +1,125 @@
+//! The Actor aggregate: a human or AI participant. TRANSITIONS.md needs actors to exist
+//! (MessageAdded) but PRIMITIVES.md is unavailable, so the service adds the transition
+//! `ActorRegistered` with the fact `project_manager.actor.registered`.
+
+use chrono::{DateTime, Utc};
+use cqrs_es::event_sink::EventSink;
+use cqrs_es::{Aggregate, DomainEvent};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::aggregate::to_json;
+use crate::types::ActorKind;
+use crate::{DomainError, NonEmptyText, PmAggregate, Services, EVENT_VERSION};
+
+/// Command: register an actor.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RegisterActor {
+    /// The actor's id (UUIDv5 of `external_identity` when given, else UUIDv7).
+    pub id: Uuid,
+    /// Human or AI.
+    pub kind: ActorKind,
+    /// The name shown for the actor.
+    pub display_name: NonEmptyText,
+    /// The actor's identity in an external system, if any.
+    pub external_identity: Option<String>,
+    /// Server time.
+    pub now: DateTime<Utc>,
+}
+
+/// Fact `project_manager.actor.registered`; also the Actor entity.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ActorRegistered {
+    /// The actor's id.
+    pub id: Uuid,
+    /// Human or AI.
+    pub kind: ActorKind,
+    /// The name shown for the actor.
+    pub display_name: NonEmptyText,
+    /// The actor's identity in an external system.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_identity: Option<String>,
+    /// When the actor was registered.
+    #[serde(with = "crate::time")]
+    pub created_at: DateTime<Utc>,
+}
+
+/// The facts of an actor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ActorEvent {
+    /// `project_manager.actor.registered`
+    ActorRegistered(ActorRegistered),
+}
+
+impl DomainEvent for ActorEvent {
+    fn event_type(&self) -> String {
+        "project_manager.actor.registered".into()
+    }
+    fn event_version(&self) -> String {
+        EVENT_VERSION.into()
+    }
+}
+
+/// The Actor aggregate; its state is its registration.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Actor {
+    registered: Option<ActorRegistered>,
+}
+
+impl Aggregate for Actor {
+    const TYPE: &'static str = "actor";
+    type Command = RegisterActor;
+    type Event = ActorEvent;
+    type Error = DomainError;
+    type Services = Services;
+
+    async fn handle(
+        &mut self,
+        cmd: RegisterActor,
+        _services: &Services,
+        sink: &EventSink<Self>,
+    ) -> Result<(), DomainError> {
+        if let Some(existing) = &self.registered {
+            let same = existing.kind == cmd.kind
+                && existing.display_name == cmd.display_name
+                && existing.external_identity == cmd.external_identity;
+            return if same {
+                Ok(())
+            } else {
+                Err(DomainError::AlreadyExists {
+                    entity: "actor",
+                    id: existing.id,
+                })
+            };
+        }
+        let fact = ActorRegistered {
+            id: cmd.id,
+            kind: cmd.kind,
+            display_name: cmd.display_name,
+            external_identity: cmd.external_identity,
+            created_at: cmd.now,
+        };
+        sink.write(ActorEvent::ActorRegistered(fact), self).await;
+        Ok(())
+    }
+
+    fn apply(&mut self, event: ActorEvent) {
+        match event {
+            ActorEvent::ActorRegistered(fact) => self.registered = Some(fact),
+        }
+    }
+}
+
+impl PmAggregate for Actor {
+    fn entity(&self) -> Option<serde_json::Value> {
+        self.registered.as_ref().and_then(to_json)
+    }
+    fn conversation_id(&self) -> Option<Uuid> {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,76 @@
+//! Given/when/then tests of the Actor aggregate.
+
+use cqrs_es::test::TestFramework;
+
+use super::*;
+use crate::testing::{id, now, text, FakeLookup};
+
+type Given = TestFramework<Actor>;
+
+fn register(display_name: &str) -> RegisterActor {
+    RegisterActor {
+        id: id(1),
+        kind: ActorKind::Human,
+        display_name: text(display_name),
+        external_identity: Some("github:alice".into()),
+        now: now(),
+    }
+}
+
+fn registered(display_name: &str) -> ActorEvent {
+    ActorEvent::ActorRegistered(ActorRegistered {
+        id: id(1),
+        kind: ActorKind::Human,
+        display_name: text(display_name),
+        external_identity: Some("github:alice".into()),
+        created_at: now(),
+    })
+}
+
+#[tokio::test]
+async fn given_no_actor_when_registered_then_actor_registered_fact() {
+    Given::with(FakeLookup::default().services())
+        .given_no_previous_events()
+        .when_async(register("Alice"))
+        .await
+        .then_expect_events(vec![registered("Alice")]);
+}
+
+#[tokio::test]
+async fn given_registered_actor_when_identical_registration_then_no_new_fact() {
+    Given::with(FakeLookup::default().services())
+        .given(vec![registered("Alice")])
+        .when_async(register("Alice"))
+        .await
+        .then_expect_events(vec![]);
+}
+
+#[tokio::test]
+async fn given_registered_actor_when_registered_with_other_content_then_already_exists() {
+    Given::with(FakeLookup::default().services())
+        .given(vec![registered("Alice")])
+        .when_async(register("Bob"))
+        .await
+        .then_expect_error(DomainError::AlreadyExists {
+            entity: "actor",
+            id: id(1),
+        });
+}
+
+#[test]
+fn fact_payload_has_exactly_the_listed_fields() {
+    let value = serde_json::to_value(registered("Alice")).expect("serializes");
+    let mut keys: Vec<_> = value.as_object().expect("object").keys().cloned().collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "created_at",
+            "display_name",
+            "external_identity",
+            "id",
+            "kind"
+        ]
+    );
+    assert_eq!(value["created_at"], "2026-11-22T05:35:27.000000Z");
+}

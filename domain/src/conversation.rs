@@ -1,0 +1,161 @@
+//! The Conversation aggregate: transition `ConversationStarted`.
+
+use chrono::{DateTime, Utc};
+use cqrs_es::event_sink::EventSink;
+use cqrs_es::{Aggregate, DomainEvent};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::aggregate::to_json;
+use crate::{DomainError, NonEmptyText, PmAggregate, Services, EVENT_VERSION};
+
+/// Command: start a conversation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StartConversation {
+    /// The conversation's id (UUIDv5 of the external source and id when both are given).
+    pub id: Uuid,
+    /// The participating actors (at least one, each registered).
+    pub actor_ids: Vec<Uuid>,
+    /// The title.
+    pub title: NonEmptyText,
+    /// The id in the external source.
+    pub external_id: Option<String>,
+    /// The external source (e.g. `github`).
+    pub external_source: Option<String>,
+    /// A status given by the ingress.
+    pub status: Option<String>,
+    /// The organization.
+    pub organization: Option<String>,
+    /// Server time.
+    pub now: DateTime<Utc>,
+}
+
+/// Fact `project_manager.conversation.started`; also the Conversation entity.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConversationStarted {
+    /// The conversation's id.
+    pub id: Uuid,
+    /// The participating actors.
+    pub actor_ids: Vec<Uuid>,
+    /// The title.
+    pub title: NonEmptyText,
+    /// The id in the external source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_id: Option<String>,
+    /// The external source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_source: Option<String>,
+    /// A status given by the ingress.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// The organization.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub organization: Option<String>,
+    /// When the conversation started.
+    #[serde(with = "crate::time")]
+    pub created_at: DateTime<Utc>,
+    /// Equal to `created_at`: nothing updates a conversation.
+    #[serde(with = "crate::time")]
+    pub updated_at: DateTime<Utc>,
+}
+
+impl ConversationStarted {
+    fn same_content(&self, cmd: &StartConversation) -> bool {
+        self.actor_ids == cmd.actor_ids
+            && self.title == cmd.title
+            && self.external_id == cmd.external_id
+            && self.external_source == cmd.external_source
+            && self.status == cmd.status
+            && self.organization == cmd.organization
+    }
+}
+
+/// The facts of a conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ConversationEvent {
+    /// `project_manager.conversation.started`
+    ConversationStarted(ConversationStarted),
+}
+
+impl DomainEvent for ConversationEvent {
+    fn event_type(&self) -> String {
+        "project_manager.conversation.started".into()
+    }
+    fn event_version(&self) -> String {
+        EVENT_VERSION.into()
+    }
+}
+
+/// The Conversation aggregate; its state is its start.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Conversation {
+    started: Option<ConversationStarted>,
+}
+
+impl Aggregate for Conversation {
+    const TYPE: &'static str = "conversation";
+    type Command = StartConversation;
+    type Event = ConversationEvent;
+    type Error = DomainError;
+    type Services = Services;
+
+    async fn handle(
+        &mut self,
+        cmd: StartConversation,
+        services: &Services,
+        sink: &EventSink<Self>,
+    ) -> Result<(), DomainError> {
+        // Invariant: a conversation is created at most once per id; an identical retry
+        // is a no-op.
+        if let Some(existing) = &self.started {
+            return if existing.same_content(&cmd) {
+                Ok(())
+            } else {
+                Err(DomainError::ConversationExists(existing.id))
+            };
+        }
+        if cmd.actor_ids.is_empty() {
+            return Err(DomainError::validation(
+                "actor_ids",
+                "needs at least one actor",
+            ));
+        }
+        services
+            .require_actors(cmd.actor_ids.iter().copied())
+            .await?;
+        let fact = ConversationStarted {
+            id: cmd.id,
+            actor_ids: cmd.actor_ids,
+            title: cmd.title,
+            external_id: cmd.external_id,
+            external_source: cmd.external_source,
+            status: cmd.status,
+            organization: cmd.organization,
+            created_at: cmd.now,
+            updated_at: cmd.now,
+        };
+        sink.write(ConversationEvent::ConversationStarted(fact), self)
+            .await;
+        Ok(())
+    }
+
+    fn apply(&mut self, event: ConversationEvent) {
+        match event {
+            ConversationEvent::ConversationStarted(fact) => self.started = Some(fact),
+        }
+    }
+}
+
+impl PmAggregate for Conversation {
+    fn entity(&self) -> Option<serde_json::Value> {
+        self.started.as_ref().and_then(to_json)
+    }
+    fn conversation_id(&self) -> Option<Uuid> {
+        self.started.as_ref().map(|s| s.id)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,1 @@
+//! Given/when/then tests (to be written).

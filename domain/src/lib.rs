@@ -1,0 +1,31 @@
+//! # pm-domain — the project-manager domain of TRANSITIONS.md
+//!
+//! Aggregates ([`actor::Actor`], [`conversation::Conversation`],
+//! [`checkpoint::ConversationCheckpoint`], [`task::Task`], [`message::Message`]), their
+//! commands, and the `project_manager.*` facts they emit, with exactly the field lists of
+//! TRANSITIONS.md. The crate does no I/O: cross-aggregate preconditions go through the
+//! [`lookup::Lookup`] port, time comes in on the commands.
+
+pub mod actor;
+pub mod aggregate;
+pub mod checkpoint;
+pub mod conversation;
+pub mod error;
+pub mod ids;
+pub mod lookup;
+pub mod message;
+pub mod task;
+pub mod text;
+pub mod time;
+pub mod types;
+
+#[cfg(test)]
+pub(crate) mod testing;
+
+pub use aggregate::PmAggregate;
+pub use error::DomainError;
+pub use lookup::{CheckpointInfo, Lookup, LookupError, Services, TaskInfo};
+pub use text::NonEmptyText;
+
+/// The `event_version` of every fact this crate emits.
+pub const EVENT_VERSION: &str = "1.0";

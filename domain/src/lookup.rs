@@ -1,0 +1,92 @@
+//! The lookup port: how an aggregate checks a precondition that concerns another
+//! aggregate. Implementations read the event store itself (never an eventually-consistent
+//! projection), so a command sees every command acknowledged before it.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use uuid::Uuid;
+
+use crate::types::CheckpointType;
+
+/// What a task precondition needs to know about a conversation checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckpointInfo {
+    /// The conversation the checkpoint belongs to.
+    pub conversation_id: Uuid,
+    /// Its type.
+    pub checkpoint_type: CheckpointType,
+}
+
+/// What a message precondition needs to know about a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskInfo {
+    /// The conversation the task belongs to.
+    pub conversation_id: Uuid,
+}
+
+/// The store could not answer a lookup.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("lookup failed: {0}")]
+pub struct LookupError(pub String);
+
+/// Read access to facts of other aggregates. Entities never change once created, so an
+/// answer that something exists stays true forever.
+///
+/// # Errors
+/// Every method fails with [`LookupError`] when the store cannot be read.
+#[async_trait]
+pub trait Lookup: Send + Sync {
+    /// Whether a conversation with this id has started.
+    async fn conversation_exists(&self, id: Uuid) -> Result<bool, LookupError>;
+    /// Whether an actor with this id is registered.
+    async fn actor_exists(&self, id: Uuid) -> Result<bool, LookupError>;
+    /// The conversation checkpoint with this id, if any.
+    async fn checkpoint(&self, id: Uuid) -> Result<Option<CheckpointInfo>, LookupError>;
+    /// The task with this id, if any.
+    async fn task(&self, id: Uuid) -> Result<Option<TaskInfo>, LookupError>;
+}
+
+/// The services every aggregate's `handle` receives.
+#[derive(Clone)]
+pub struct Services {
+    /// Cross-aggregate lookups.
+    pub lookup: Arc<dyn Lookup>,
+}
+
+impl Services {
+    /// Services over the given lookup.
+    pub fn new(lookup: Arc<dyn Lookup>) -> Self {
+        Self { lookup }
+    }
+
+    /// Fails with [`DomainError::ActorNotFound`](crate::DomainError::ActorNotFound)
+    /// unless every actor is registered.
+    ///
+    /// # Errors
+    /// The first unregistered actor, or a lookup failure.
+    pub async fn require_actors(
+        &self,
+        ids: impl IntoIterator<Item = Uuid>,
+    ) -> Result<(), crate::DomainError> {
+        for id in ids {
+            if !self.lookup.actor_exists(id).await? {
+                return Err(crate::DomainError::ActorNotFound(id));
+            }
+        }
+        Ok(())
+    }
+
+    /// Fails with [`DomainError::ConversationNotFound`](crate::DomainError::ConversationNotFound)
+    /// unless the conversation exists.
+    ///
+    /// # Errors
+    /// A missing conversation, or a lookup failure.
+    pub async fn require_conversation(&self, id: Uuid) -> Result<(), crate::DomainError> {
+        if self.lookup.conversation_exists(id).await? {
+            Ok(())
+        } else {
+            Err(crate::DomainError::ConversationNotFound(id))
+        }
+    }
+}
