@@ -1,1 +1,20 @@
-//! placeholder
+//! # pm-application — the use cases of project-manager
+//!
+//! - [`bus`]: the command bus — loads an aggregate through a cqrs-es [`EventStore`](cqrs_es::EventStore),
+//!   lets it handle the command, commits the facts, and retries a bounded number of
+//!   times when it loses an optimistic-concurrency race.
+//! - [`commands`]: one method per use case of the command API ([`commands::Commands`]),
+//!   minting ids (UUIDv7, or UUIDv5 from external identities).
+//! - [`log`]: the global event log's model: positions, logged events, filters and the
+//!   reader port.
+//! - [`idempotency`]: the `Idempotency-Key` port.
+//! - [`clock`]: the injected clock.
+
+pub mod bus;
+pub mod clock;
+pub mod commands;
+pub mod error;
+pub mod idempotency;
+pub mod log;
+
+pub use error::AppError;

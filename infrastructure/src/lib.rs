@@ -1,1 +1,17 @@
-//! placeholder
+//! # pm-infrastructure — PostgreSQL and SQLite adapters
+//!
+//! - [`db`]: connecting to `postgres://…` or `sqlite://…` and migrating the schema.
+//! - [`store`]: the cqrs-es event store ([`store::PmStore`]): loads through postgres-es /
+//!   sqlite-es, appends each command's facts in one statement, serializes commands per
+//!   aggregate in-process and keeps recently used aggregates in memory.
+//! - [`lookup`]: the domain's lookup port over the event store.
+//! - [`log`]: the global log reader (commit-safe order on PostgreSQL).
+//! - [`idempotency`]: the `Idempotency-Key` store.
+
+pub mod db;
+pub mod idempotency;
+pub mod log;
+pub mod lookup;
+pub mod store;
+
+pub use db::{Database, DbError};

@@ -1,0 +1,23 @@
+//! The application's error: a domain rule, a lost race, or the store.
+
+use pm_domain::DomainError;
+
+/// Why a use case failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    /// A domain rule rejected the command; nothing was written.
+    #[error(transparent)]
+    Domain(#[from] DomainError),
+    /// The command lost an optimistic-concurrency race on every attempt.
+    #[error("concurrency conflict persisted after {attempts} attempts")]
+    ConcurrencyConflict {
+        /// How many times the command was tried.
+        attempts: u32,
+    },
+    /// The store could not be reached; the command may be retried.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// Anything else (a bug or corrupt data); the cause is logged, not shown.
+    #[error("internal error: {0}")]
+    Internal(String),
+}

@@ -1,0 +1,179 @@
+//! The global event log: every fact in one total, gap-free order that is safe to follow
+//! while writers commit concurrently.
+
+use std::fmt;
+use std::future::Future;
+use std::str::FromStr;
+
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::AppError;
+
+/// An event's place in the global log. On PostgreSQL it is the pair (writing transaction
+/// id, global sequence) read in commit-safe order; on SQLite, whose single writer makes row
+/// order commit order, `txid` is always 0. Clients see it as an opaque token:
+/// `"<txid>.<seq>"`, or `"<seq>"` when `txid` is 0; `"0"` is the start of the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct LogPosition {
+    /// The writing transaction's id (PostgreSQL `xid8`), or 0.
+    pub txid: i64,
+    /// The global sequence number of the row.
+    pub seq: i64,
+}
+
+impl LogPosition {
+    /// The position before the first event.
+    pub const START: Self = Self { txid: 0, seq: 0 };
+}
+
+impl fmt::Display for LogPosition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.txid == 0 {
+            write!(f, "{}", self.seq)
+        } else {
+            write!(f, "{}.{}", self.txid, self.seq)
+        }
+    }
+}
+
+/// A position token that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid position {0:?}: expected digits, or digits.digits")]
+pub struct InvalidPosition(pub String);
+
+impl FromStr for LogPosition {
+    type Err = InvalidPosition;
+    fn from_str(raw: &str) -> Result<Self, Self::Err> {
+        let bad = || InvalidPosition(raw.to_string());
+        let number = |s: &str| -> Result<i64, InvalidPosition> {
+            if s.is_empty() || s.len() > 19 || !s.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(bad());
+            }
+            s.parse().map_err(|_| bad())
+        };
+        match raw.split_once('.') {
+            None => Ok(Self {
+                txid: 0,
+                seq: number(raw)?,
+            }),
+            Some((txid, seq)) => Ok(Self {
+                txid: number(txid)?,
+                seq: number(seq)?,
+            }),
+        }
+    }
+}
+
+/// One event as the log holds it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoggedEvent {
+    /// Its place in the log.
+    pub position: LogPosition,
+    /// The aggregate type (`conversation`, `task`, ...).
+    pub aggregate_type: String,
+    /// The aggregate id.
+    pub aggregate_id: String,
+    /// Its sequence number in the aggregate's stream (1-based).
+    pub sequence: i64,
+    /// The fact's name (`project_manager.task.created`).
+    pub event_type: String,
+    /// The fact's version (`1.0`).
+    pub event_version: String,
+    /// The fact's payload: exactly the fields TRANSITIONS.md lists.
+    pub payload: Value,
+    /// Correlation id, causation id, role, server time.
+    pub metadata: Value,
+    /// The conversation the event belongs to, if any.
+    pub conversation_id: Option<Uuid>,
+}
+
+/// Which events a reader wants.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventFilter {
+    /// Exact event types; empty together with `type_prefixes` means all.
+    pub types: Vec<String>,
+    /// Event type prefixes (from `prefix.*`, kept with the trailing dot).
+    pub type_prefixes: Vec<String>,
+    /// Only events of this conversation.
+    pub conversation_id: Option<Uuid>,
+}
+
+impl EventFilter {
+    /// Parses `types=a.b,c.*`: exact names and `prefix.*` patterns.
+    pub fn with_types(mut self, spec: &str) -> Self {
+        for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            match part.strip_suffix('*') {
+                Some(prefix) => self.type_prefixes.push(prefix.to_string()),
+                None => self.types.push(part.to_string()),
+            }
+        }
+        self
+    }
+
+    /// Whether the event passes the filter (the same rule the stores apply in SQL).
+    pub fn matches(&self, event_type: &str, conversation_id: Option<Uuid>) -> bool {
+        let type_ok = (self.types.is_empty() && self.type_prefixes.is_empty())
+            || self.types.iter().any(|t| t == event_type)
+            || self.type_prefixes.iter().any(|p| event_type.starts_with(p));
+        let conversation_ok = self.conversation_id.is_none() || self.conversation_id == conversation_id;
+        type_ok && conversation_ok
+    }
+}
+
+/// Read access to the global log.
+///
+/// # Errors
+/// Every method fails with [`AppError::Unavailable`] when the store cannot be read.
+pub trait LogReader: Send + Sync + 'static {
+    /// Up to `limit` events after `after` that pass `filter`, in log order. Never returns
+    /// an event whose transaction could still be followed by an earlier-ordered commit.
+    fn read_after(
+        &self,
+        after: LogPosition,
+        filter: &EventFilter,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<LoggedEvent>, AppError>> + Send;
+
+    /// The position of the newest event readers may see (`START` when the log is empty).
+    fn head(&self) -> impl Future<Output = Result<LogPosition, AppError>> + Send;
+
+    /// A receiver that changes whenever new events may be readable (a doorbell: waking
+    /// does not guarantee an event, and readers also poll).
+    fn doorbell(&self) -> tokio::sync::watch::Receiver<u64>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_round_trip_as_tokens() {
+        for token in ["0", "17", "1234.5"] {
+            let p: LogPosition = token.parse().expect("valid");
+            assert_eq!(p.to_string(), token);
+        }
+        assert!("".parse::<LogPosition>().is_err());
+        assert!("1.2.3".parse::<LogPosition>().is_err());
+        assert!("-1".parse::<LogPosition>().is_err());
+        assert!("99999999999999999999".parse::<LogPosition>().is_err());
+    }
+
+    #[test]
+    fn positions_order_by_transaction_then_sequence() {
+        let a = LogPosition { txid: 5, seq: 9 };
+        let b = LogPosition { txid: 6, seq: 1 };
+        assert!(a < b);
+        assert!(LogPosition::START < a);
+    }
+
+    #[test]
+    fn type_filter_takes_exact_names_and_prefixes() {
+        let f = EventFilter::default().with_types("project_manager.task.*, session.created");
+        assert!(f.matches("project_manager.task.checkpoint.created", None));
+        assert!(f.matches("session.created", None));
+        assert!(!f.matches("session.closed", None));
+        assert!(!f.matches("project_manager.message.added", None));
+        assert!(EventFilter::default().matches("anything", None));
+    }
+}

@@ -1,0 +1,267 @@
+//! The event store behind the command bus: a cqrs-es [`EventStore`] for every
+//! project-manager aggregate.
+//!
+//! - **Loads** go through the crates' repositories (postgres-es / sqlite-es
+//!   `PersistedEventRepository::get_events`) and fold the events with `Aggregate::apply`
+//!   (the plain event store: never the snapshot store, which double-applies in 0.5.0).
+//! - **Appends** are one `INSERT … RETURNING` statement per command (postgres-es issues
+//!   BEGIN, one INSERT per event and COMMIT), returning each fact's log position. The
+//!   primary key `(aggregate_type, aggregate_id, sequence)` is the optimistic lock: a lost
+//!   race is `AggregateConflict`, which the bus retries.
+//! - **Per-aggregate serialization in-process**: a command holds its aggregate's slot
+//!   lock from load to commit, so commands of one replica never race each other on one
+//!   aggregate; races only remain between replicas, where the primary key decides.
+//! - **Recently used aggregates stay in memory** (the slot), valid because every write to
+//!   the aggregate through this process updates it and a write by another replica makes
+//!   our next append conflict, which clears the slot.
+
+mod append;
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use cqrs_es::persist::{PersistedEventRepository, SerializedEvent};
+use cqrs_es::{Aggregate, AggregateContext, AggregateError, DomainEvent, EventEnvelope, EventStore};
+use dashmap::DashMap;
+use pm_application::bus::{AggregateStore, POSITION_KEY};
+use pm_domain::{DomainError, PmAggregate};
+use postgres_es::PostgresEventRepository;
+use sqlite_es::SqliteEventRepository;
+use tokio::sync::{watch, Mutex, OwnedMutexGuard};
+use uuid::Uuid;
+
+use crate::lookup::KnownEntities;
+use crate::Database;
+
+pub use append::NewEvent;
+
+type StoreResult<T> = Result<T, AggregateError<DomainError>>;
+
+/// What a slot remembers of an aggregate.
+struct Cached {
+    state: Box<dyn Any + Send + Sync>,
+    version: usize,
+}
+
+/// One aggregate's lock and cached state.
+#[derive(Default)]
+pub struct Slot(Option<Cached>);
+
+/// The aggregate context of [`PmStore`]: the state, its version, and the aggregate's
+/// slot lock, held until commit (or until the context is dropped).
+pub struct PmContext<A> {
+    aggregate_id: String,
+    aggregate: A,
+    version: usize,
+    slot: OwnedMutexGuard<Slot>,
+}
+
+impl<A: Aggregate> AggregateContext<A> for PmContext<A> {
+    fn aggregate(&mut self) -> &mut A {
+        &mut self.aggregate
+    }
+}
+
+enum Repository {
+    Postgres(PostgresEventRepository),
+    Sqlite(SqliteEventRepository),
+}
+
+struct Inner {
+    db: Database,
+    repository: Repository,
+    slots: DashMap<(&'static str, String), Arc<Mutex<Slot>>>,
+    slot_capacity: usize,
+    known: Arc<KnownEntities>,
+    doorbell: watch::Sender<u64>,
+}
+
+/// The project-manager event store over PostgreSQL or SQLite. Cheap to clone.
+#[derive(Clone)]
+pub struct PmStore {
+    inner: Arc<Inner>,
+}
+
+impl PmStore {
+    /// A store over `db` that keeps at most about `slot_capacity` idle aggregates in
+    /// memory, tells `known` about every created entity, and rings `doorbell` after
+    /// every append.
+    pub fn new(
+        db: Database,
+        slot_capacity: usize,
+        known: Arc<KnownEntities>,
+        doorbell: watch::Sender<u64>,
+    ) -> Self {
+        let repository = match &db {
+            Database::Postgres(pool) => Repository::Postgres(PostgresEventRepository::new(pool.clone())),
+            Database::Sqlite(pool) => Repository::Sqlite(SqliteEventRepository::new(pool.clone())),
+        };
+        Self {
+            inner: Arc::new(Inner {
+                db,
+                repository,
+                slots: DashMap::new(),
+                slot_capacity: slot_capacity.max(16),
+                known,
+                doorbell,
+            }),
+        }
+    }
+
+    async fn lock_slot<A: PmAggregate>(&self, aggregate_id: &str) -> OwnedMutexGuard<Slot> {
+        let slots = &self.inner.slots;
+        if slots.len() > self.inner.slot_capacity {
+            // Forget idle aggregates (nobody holds their slot).
+            slots.retain(|_, slot| Arc::strong_count(slot) > 1);
+        }
+        let slot = slots
+            .entry((A::TYPE, aggregate_id.to_string()))
+            .or_default()
+            .clone();
+        slot.lock_owned().await
+    }
+
+    async fn read_events<A: PmAggregate>(&self, aggregate_id: &str) -> StoreResult<Vec<EventEnvelope<A>>> {
+        let serialized = match &self.inner.repository {
+            Repository::Postgres(repo) => repo.get_events::<A>(aggregate_id).await,
+            Repository::Sqlite(repo) => repo.get_events::<A>(aggregate_id).await,
+        }
+        .map_err(|e| AggregateError::DatabaseConnectionError(Box::new(e)))?;
+        serialized.into_iter().map(envelope::<A>).collect()
+    }
+
+    async fn load<A: PmAggregate>(&self, aggregate_id: &str, presume_new: bool) -> StoreResult<PmContext<A>> {
+        let mut slot = self.lock_slot::<A>(aggregate_id).await;
+        if let Some(cached) = &slot.0 {
+            if let Some(state) = cached.state.downcast_ref::<A>() {
+                return Ok(PmContext {
+                    aggregate_id: aggregate_id.to_string(),
+                    aggregate: state.clone(),
+                    version: cached.version,
+                    slot,
+                });
+            }
+        }
+        let (aggregate, version) = if presume_new {
+            (A::default(), 0)
+        } else {
+            let events = self.read_events::<A>(aggregate_id).await?;
+            let version = events.last().map_or(0, |e| e.sequence);
+            let mut aggregate = A::default();
+            for event in events {
+                aggregate.apply(event.payload);
+            }
+            if version > 0 {
+                slot.0 = Some(Cached {
+                    state: Box::new(aggregate.clone()),
+                    version,
+                });
+            }
+            (aggregate, version)
+        };
+        Ok(PmContext {
+            aggregate_id: aggregate_id.to_string(),
+            aggregate,
+            version,
+            slot,
+        })
+    }
+}
+
+fn envelope<A: Aggregate>(event: SerializedEvent) -> StoreResult<EventEnvelope<A>> {
+    let payload = serde_json::from_value(event.payload)
+        .map_err(|e| AggregateError::DeserializationError(Box::new(e)))?;
+    let metadata: HashMap<String, String> = serde_json::from_value(event.metadata).unwrap_or_default();
+    Ok(EventEnvelope {
+        aggregate_id: event.aggregate_id,
+        sequence: event.sequence,
+        payload,
+        metadata,
+    })
+}
+
+impl<A: PmAggregate> EventStore<A> for PmStore {
+    type AC = PmContext<A>;
+
+    async fn load_events(&self, aggregate_id: &str) -> StoreResult<Vec<EventEnvelope<A>>> {
+        self.read_events::<A>(aggregate_id).await
+    }
+
+    async fn load_aggregate(&self, aggregate_id: &str) -> StoreResult<PmContext<A>> {
+        self.load::<A>(aggregate_id, false).await
+    }
+
+    async fn commit(
+        &self,
+        events: Vec<A::Event>,
+        context: PmContext<A>,
+        metadata: HashMap<String, String>,
+    ) -> StoreResult<Vec<EventEnvelope<A>>> {
+        let PmContext {
+            aggregate_id,
+            aggregate,
+            version,
+            mut slot,
+        } = context;
+        if events.is_empty() {
+            return Ok(Vec::new());
+        }
+        let conversation_id = aggregate.conversation_id();
+        let metadata_json = serde_json::to_value(&metadata)
+            .map_err(|e| AggregateError::UnexpectedError(Box::new(e)))?;
+        let mut rows = Vec::with_capacity(events.len());
+        for (i, event) in events.iter().enumerate() {
+            rows.push(NewEvent {
+                aggregate_type: A::TYPE,
+                aggregate_id: &aggregate_id,
+                sequence: (version + i + 1) as i64,
+                event_type: event.event_type(),
+                event_version: event.event_version(),
+                payload: serde_json::to_value(event)
+                    .map_err(|e| AggregateError::UnexpectedError(Box::new(e)))?,
+                metadata: metadata_json.clone(),
+                conversation_id,
+            });
+        }
+        let positions = match append::append(&self.inner.db, &rows).await {
+            Ok(positions) => positions,
+            Err(e) => {
+                // Whatever happened, our picture of the aggregate may be stale now.
+                slot.0 = None;
+                return Err(e);
+            }
+        };
+        let new_version = version + events.len();
+        slot.0 = Some(Cached {
+            state: Box::new(aggregate),
+            version: new_version,
+        });
+        drop(slot);
+        self.inner.doorbell.send_modify(|n| *n = n.wrapping_add(1));
+        let mut envelopes = Vec::with_capacity(events.len());
+        for ((event, row), position) in events.into_iter().zip(&rows).zip(positions) {
+            metrics::counter!("pm_facts_appended_total", "type" => row.event_type.clone()).increment(1);
+            if row.sequence == 1 {
+                if let Ok(id) = aggregate_id.parse::<Uuid>() {
+                    self.inner.known.learn(id, &row.event_type, &row.payload);
+                }
+            }
+            let mut meta = metadata.clone();
+            meta.insert(POSITION_KEY.to_string(), position.to_string());
+            envelopes.push(EventEnvelope {
+                aggregate_id: aggregate_id.clone(),
+                sequence: row.sequence as usize,
+                payload: event,
+                metadata: meta,
+            });
+        }
+        Ok(envelopes)
+    }
+}
+
+impl<A: PmAggregate> AggregateStore<A> for PmStore {
+    async fn load_presumed_new(&self, aggregate_id: &str) -> StoreResult<PmContext<A>> {
+        self.load::<A>(aggregate_id, true).await
+    }
+}

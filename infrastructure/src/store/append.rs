@@ -1,0 +1,112 @@
+//! Appending one command's facts in a single statement, returning their log positions.
+
+use cqrs_es::AggregateError;
+use pm_application::log::LogPosition;
+use pm_domain::DomainError;
+use serde_json::Value;
+use sqlx::QueryBuilder;
+use uuid::Uuid;
+
+use crate::Database;
+
+/// One row to append.
+#[derive(Debug, Clone)]
+pub struct NewEvent<'a> {
+    /// `Aggregate::TYPE`.
+    pub aggregate_type: &'static str,
+    /// The aggregate id.
+    pub aggregate_id: &'a str,
+    /// The stream sequence (1-based); the primary key makes it the optimistic lock.
+    pub sequence: i64,
+    /// The fact's name.
+    pub event_type: String,
+    /// The fact's version.
+    pub event_version: String,
+    /// The fact's payload.
+    pub payload: Value,
+    /// The metadata.
+    pub metadata: Value,
+    /// The conversation the fact belongs to.
+    pub conversation_id: Option<Uuid>,
+}
+
+const PG_APPEND: &str = "\
+INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, conversation_id)
+SELECT * FROM UNNEST($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::jsonb[], $7::jsonb[], $8::uuid[])
+RETURNING sequence, transaction_id::text, global_position";
+
+/// Appends `rows` atomically (one statement) and returns their positions in row order.
+///
+/// # Errors
+/// `AggregateConflict` when a row's sequence is taken (another writer won),
+/// `DatabaseConnectionError` when the database cannot be reached, `UnexpectedError`
+/// otherwise.
+pub async fn append(db: &Database, rows: &[NewEvent<'_>]) -> Result<Vec<LogPosition>, AggregateError<DomainError>> {
+    let mut returned: Vec<(i64, LogPosition)> = match db {
+        Database::Postgres(pool) => {
+            let fetched: Vec<(i64, String, i64)> = sqlx::query_as(PG_APPEND)
+                .bind(rows.iter().map(|r| r.aggregate_type).collect::<Vec<_>>())
+                .bind(rows.iter().map(|r| r.aggregate_id).collect::<Vec<_>>())
+                .bind(rows.iter().map(|r| r.sequence).collect::<Vec<_>>())
+                .bind(rows.iter().map(|r| r.event_type.as_str()).collect::<Vec<_>>())
+                .bind(rows.iter().map(|r| r.event_version.as_str()).collect::<Vec<_>>())
+                .bind(rows.iter().map(|r| r.payload.clone()).collect::<Vec<_>>())
+                .bind(rows.iter().map(|r| r.metadata.clone()).collect::<Vec<_>>())
+                .bind(rows.iter().map(|r| r.conversation_id).collect::<Vec<_>>())
+                .fetch_all(pool)
+                .await
+                .map_err(classify)?;
+            let mut out = Vec::with_capacity(fetched.len());
+            for (sequence, txid, seq) in fetched {
+                let txid = txid
+                    .parse()
+                    .map_err(|e| AggregateError::UnexpectedError(Box::new(e)))?;
+                out.push((sequence, LogPosition { txid, seq }));
+            }
+            out
+        }
+        Database::Sqlite(pool) => {
+            let mut builder = QueryBuilder::new(
+                "INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, conversation_id) ",
+            );
+            builder.push_values(rows, |mut b, row| {
+                b.push_bind(row.aggregate_type)
+                    .push_bind(row.aggregate_id)
+                    .push_bind(row.sequence)
+                    .push_bind(row.event_type.as_str())
+                    .push_bind(row.event_version.as_str())
+                    .push_bind(row.payload.to_string())
+                    .push_bind(row.metadata.to_string())
+                    .push_bind(row.conversation_id.map(|c| c.to_string()));
+            });
+            builder.push(" RETURNING sequence, global_position");
+            let fetched: Vec<(i64, i64)> = builder
+                .build_query_as()
+                .fetch_all(pool)
+                .await
+                .map_err(classify)?;
+            fetched
+                .into_iter()
+                .map(|(sequence, seq)| (sequence, LogPosition { txid: 0, seq }))
+                .collect()
+        }
+    };
+    returned.sort_by_key(|(sequence, _)| *sequence);
+    if returned.len() != rows.len() {
+        return Err(AggregateError::UnexpectedError(
+            format!("appended {} of {} events", returned.len(), rows.len()).into(),
+        ));
+    }
+    Ok(returned.into_iter().map(|(_, p)| p).collect())
+}
+
+/// Maps a database error onto cqrs-es's error kinds.
+pub fn classify(e: sqlx::Error) -> AggregateError<DomainError> {
+    match &e {
+        sqlx::Error::Database(db) if db.is_unique_violation() => AggregateError::AggregateConflict,
+        sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Tls(_) => {
+            AggregateError::DatabaseConnectionError(Box::new(e))
+        }
+        _ => AggregateError::UnexpectedError(Box::new(e)),
+    }
+}
