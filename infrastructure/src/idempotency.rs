@@ -146,7 +146,8 @@ impl IdempotencyStore for DbIdempotencyStore {
                     .bind(key)
                     .execute($pool)
                     .await
-                    .map_err(unavailable)?;
+                    .map_err(unavailable)?
+                    .rows_affected()
             };
         }
         match &self.db {
