@@ -1,1 +1,18 @@
-//! placeholder
+//! # project-manager — the HTTP service
+//!
+//! The axum router of API.md (commands, the event log as JSON and SSE, operations), its
+//! extractors, role-based auth, problem+json errors, metrics and OpenAPI document, and the
+//! one wiring function [`app::Application::build`]. The `project-manager` binary is a thin
+//! `main` over it.
+
+pub mod app;
+pub mod auth;
+pub mod config;
+pub mod error;
+pub mod extract;
+pub mod openapi;
+pub mod routes;
+pub mod state;
+
+pub use app::Application;
+pub use config::Config;

@@ -132,7 +132,10 @@ impl<S> CommandBus<S> {
             let events = sink.collect().await;
             let Some(first) = events.first() else {
                 let entity = context.aggregate().entity().ok_or_else(|| {
-                    AppError::Internal(format!("{} {id} emitted nothing and has no entity", A::TYPE))
+                    AppError::Internal(format!(
+                        "{} {id} emitted nothing and has no entity",
+                        A::TYPE
+                    ))
                 })?;
                 return Ok(Outcome::Existing { entity });
             };

@@ -178,7 +178,10 @@ impl<S: CommandStore> Commands<S> {
             organization: input.organization,
             now,
         };
-        let outcome = self.bus.execute::<Conversation>(id, true, cmd, ctx, now).await?;
+        let outcome = self
+            .bus
+            .execute::<Conversation>(id, true, cmd, ctx, now)
+            .await?;
         Ok(CommandResult {
             outcome,
             location: format!("/v1/conversations/{id}"),
@@ -259,7 +262,10 @@ impl<S: CommandStore> Commands<S> {
             checkpoint_type,
             now,
         });
-        let outcome = self.bus.execute::<Task>(task_id, false, cmd, ctx, now).await?;
+        let outcome = self
+            .bus
+            .execute::<Task>(task_id, false, cmd, ctx, now)
+            .await?;
         Ok(CommandResult {
             outcome,
             location: format!("/v1/tasks/{task_id}/checkpoints/{id}"),

@@ -116,7 +116,8 @@ impl EventFilter {
         let type_ok = (self.types.is_empty() && self.type_prefixes.is_empty())
             || self.types.iter().any(|t| t == event_type)
             || self.type_prefixes.iter().any(|p| event_type.starts_with(p));
-        let conversation_ok = self.conversation_id.is_none() || self.conversation_id == conversation_id;
+        let conversation_ok =
+            self.conversation_id.is_none() || self.conversation_id == conversation_id;
         type_ok && conversation_ok
     }
 }

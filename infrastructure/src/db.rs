@@ -49,7 +49,8 @@ impl Database {
     /// database cannot be reached.
     pub async fn connect(url: &str, pool_size: u32) -> Result<Self, DbError> {
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            let options = PgConnectOptions::from_str(url).map_err(|_| DbError::BadUrl(url.into()))?;
+            let options =
+                PgConnectOptions::from_str(url).map_err(|_| DbError::BadUrl(url.into()))?;
             let pool = PgPoolOptions::new()
                 .max_connections(pool_size.max(2))
                 .acquire_timeout(Duration::from_secs(10))

@@ -26,16 +26,20 @@ impl DbIdempotencyStore {
     pub async fn purge_expired(&self) -> Result<u64, AppError> {
         let cutoff = Utc::now() - Duration::hours(KEY_TTL_HOURS);
         let done = match &self.db {
-            Database::Postgres(pool) => sqlx::query("DELETE FROM idempotency_keys WHERE created_at < $1")
-                .bind(cutoff)
-                .execute(pool)
-                .await
-                .map(|r| r.rows_affected()),
-            Database::Sqlite(pool) => sqlx::query("DELETE FROM idempotency_keys WHERE created_at < ?")
-                .bind(pm_domain::time::format(&cutoff))
-                .execute(pool)
-                .await
-                .map(|r| r.rows_affected()),
+            Database::Postgres(pool) => {
+                sqlx::query("DELETE FROM idempotency_keys WHERE created_at < $1")
+                    .bind(cutoff)
+                    .execute(pool)
+                    .await
+                    .map(|r| r.rows_affected())
+            }
+            Database::Sqlite(pool) => {
+                sqlx::query("DELETE FROM idempotency_keys WHERE created_at < ?")
+                    .bind(pm_domain::time::format(&cutoff))
+                    .execute(pool)
+                    .await
+                    .map(|r| r.rows_affected())
+            }
         };
         done.map_err(unavailable)
     }
@@ -45,7 +49,13 @@ fn unavailable(e: sqlx::Error) -> AppError {
     AppError::Unavailable(e.to_string())
 }
 
-type Row = (String, Option<i32>, Option<String>, Option<String>, Option<String>);
+type Row = (
+    String,
+    Option<i32>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
 
 impl IdempotencyStore for DbIdempotencyStore {
     async fn claim(&self, role: &str, key: &str, request_hash: &str) -> Result<Claim, AppError> {
@@ -116,17 +126,24 @@ impl IdempotencyStore for DbIdempotencyStore {
             // Deleted between our insert and read (purge): treat as in flight; a retry claims it.
             None => Claim::InFlight,
             Some((hash, _, _, _, _)) if hash != request_hash => Claim::Mismatch,
-            Some((_, Some(status), Some(body), location, position)) => Claim::Done(StoredResponse {
-                status: u16::try_from(status).unwrap_or(500),
-                body,
-                location,
-                position,
-            }),
+            Some((_, Some(status), Some(body), location, position)) => {
+                Claim::Done(StoredResponse {
+                    status: u16::try_from(status).unwrap_or(500),
+                    body,
+                    location,
+                    position,
+                })
+            }
             Some(_) => Claim::InFlight,
         })
     }
 
-    async fn complete(&self, role: &str, key: &str, response: &StoredResponse) -> Result<(), AppError> {
+    async fn complete(
+        &self,
+        role: &str,
+        key: &str,
+        response: &StoredResponse,
+    ) -> Result<(), AppError> {
         let sql = match &self.db {
             Database::Postgres(_) => {
                 "UPDATE idempotency_keys SET status = $1, body = $2, location = $3, position = $4 WHERE role = $5 AND key = $6"
@@ -160,20 +177,24 @@ impl IdempotencyStore for DbIdempotencyStore {
     async fn release(&self, role: &str, key: &str) -> Result<(), AppError> {
         match &self.db {
             Database::Postgres(pool) => {
-                sqlx::query("DELETE FROM idempotency_keys WHERE role = $1 AND key = $2 AND status IS NULL")
-                    .bind(role)
-                    .bind(key)
-                    .execute(pool)
-                    .await
-                    .map_err(unavailable)?;
+                sqlx::query(
+                    "DELETE FROM idempotency_keys WHERE role = $1 AND key = $2 AND status IS NULL",
+                )
+                .bind(role)
+                .bind(key)
+                .execute(pool)
+                .await
+                .map_err(unavailable)?;
             }
             Database::Sqlite(pool) => {
-                sqlx::query("DELETE FROM idempotency_keys WHERE role = ? AND key = ? AND status IS NULL")
-                    .bind(role)
-                    .bind(key)
-                    .execute(pool)
-                    .await
-                    .map_err(unavailable)?;
+                sqlx::query(
+                    "DELETE FROM idempotency_keys WHERE role = ? AND key = ? AND status IS NULL",
+                )
+                .bind(role)
+                .bind(key)
+                .execute(pool)
+                .await
+                .map_err(unavailable)?;
             }
         }
         Ok(())

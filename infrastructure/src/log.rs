@@ -33,8 +33,29 @@ impl DbLogReader {
 
 const COLUMNS: &str = "aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, conversation_id";
 
-type PgRow = (String, i64, String, String, i64, String, String, Value, Value, Option<Uuid>);
-type SqliteRow = (i64, String, String, i64, String, String, String, String, Option<String>);
+type PgRow = (
+    String,
+    i64,
+    String,
+    String,
+    i64,
+    String,
+    String,
+    Value,
+    Value,
+    Option<Uuid>,
+);
+type SqliteRow = (
+    i64,
+    String,
+    String,
+    i64,
+    String,
+    String,
+    String,
+    String,
+    Option<String>,
+);
 
 fn unavailable(e: sqlx::Error) -> AppError {
     AppError::Unavailable(e.to_string())
@@ -65,14 +86,16 @@ impl LogReader for DbLogReader {
                 push_filter_pg(&mut q, filter);
                 q.push(" ORDER BY transaction_id, global_position LIMIT ")
                     .push_bind(i64::from(limit));
-                let rows: Vec<PgRow> = q.build_query_as().fetch_all(pool).await.map_err(unavailable)?;
+                let rows: Vec<PgRow> = q
+                    .build_query_as()
+                    .fetch_all(pool)
+                    .await
+                    .map_err(unavailable)?;
                 rows.into_iter()
-                    .map(|(txid, seq, aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, conversation_id)| {
-                        Ok(LoggedEvent {
-                            position: LogPosition {
-                                txid: txid.parse().map_err(|e| corrupt("transaction id", e))?,
-                                seq,
-                            },
+                    .map(
+                        |(
+                            txid,
+                            seq,
                             aggregate_type,
                             aggregate_id,
                             sequence,
@@ -81,8 +104,23 @@ impl LogReader for DbLogReader {
                             payload,
                             metadata,
                             conversation_id,
-                        })
-                    })
+                        )| {
+                            Ok(LoggedEvent {
+                                position: LogPosition {
+                                    txid: txid.parse().map_err(|e| corrupt("transaction id", e))?,
+                                    seq,
+                                },
+                                aggregate_type,
+                                aggregate_id,
+                                sequence,
+                                event_type,
+                                event_version,
+                                payload,
+                                metadata,
+                                conversation_id,
+                            })
+                        },
+                    )
                     .collect()
             }
             Database::Sqlite(pool) => {
@@ -91,24 +129,43 @@ impl LogReader for DbLogReader {
                 ));
                 q.push_bind(after.seq);
                 push_filter_sqlite(&mut q, filter);
-                q.push(" ORDER BY global_position LIMIT ").push_bind(i64::from(limit));
-                let rows: Vec<SqliteRow> = q.build_query_as().fetch_all(pool).await.map_err(unavailable)?;
+                q.push(" ORDER BY global_position LIMIT ")
+                    .push_bind(i64::from(limit));
+                let rows: Vec<SqliteRow> = q
+                    .build_query_as()
+                    .fetch_all(pool)
+                    .await
+                    .map_err(unavailable)?;
                 rows.into_iter()
-                    .map(|(seq, aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, conversation_id)| {
-                        Ok(LoggedEvent {
-                            position: LogPosition { txid: 0, seq },
+                    .map(
+                        |(
+                            seq,
                             aggregate_type,
                             aggregate_id,
                             sequence,
                             event_type,
                             event_version,
-                            payload: serde_json::from_str(&payload).map_err(|e| corrupt("payload", e))?,
-                            metadata: serde_json::from_str(&metadata).map_err(|e| corrupt("metadata", e))?,
-                            conversation_id: conversation_id
-                                .map(|c| c.parse().map_err(|e| corrupt("conversation id", e)))
-                                .transpose()?,
-                        })
-                    })
+                            payload,
+                            metadata,
+                            conversation_id,
+                        )| {
+                            Ok(LoggedEvent {
+                                position: LogPosition { txid: 0, seq },
+                                aggregate_type,
+                                aggregate_id,
+                                sequence,
+                                event_type,
+                                event_version,
+                                payload: serde_json::from_str(&payload)
+                                    .map_err(|e| corrupt("payload", e))?,
+                                metadata: serde_json::from_str(&metadata)
+                                    .map_err(|e| corrupt("metadata", e))?,
+                                conversation_id: conversation_id
+                                    .map(|c| c.parse().map_err(|e| corrupt("conversation id", e)))
+                                    .transpose()?,
+                            })
+                        },
+                    )
                     .collect()
             }
         }
@@ -134,10 +191,11 @@ impl LogReader for DbLogReader {
                 }
             }
             Database::Sqlite(pool) => {
-                let seq: Option<i64> = sqlx::query_scalar("SELECT max(global_position) FROM events")
-                    .fetch_one(pool)
-                    .await
-                    .map_err(unavailable)?;
+                let seq: Option<i64> =
+                    sqlx::query_scalar("SELECT max(global_position) FROM events")
+                        .fetch_one(pool)
+                        .await
+                        .map_err(unavailable)?;
                 Ok(LogPosition {
                     txid: 0,
                     seq: seq.unwrap_or(0),
@@ -179,6 +237,7 @@ fn push_filter_sqlite(q: &mut QueryBuilder<'_, Sqlite>, filter: &EventFilter) {
         q.push(")");
     }
     if let Some(conversation_id) = filter.conversation_id {
-        q.push(" AND conversation_id = ").push_bind(conversation_id.to_string());
+        q.push(" AND conversation_id = ")
+            .push_bind(conversation_id.to_string());
     }
 }

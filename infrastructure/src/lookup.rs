@@ -45,10 +45,14 @@ impl Known {
         match event_type {
             "project_manager.conversation.started" => Some(Self::Conversation),
             "project_manager.actor.registered" => Some(Self::Actor),
-            "project_manager.conversation.checkpoint.created" => Some(Self::Checkpoint(CheckpointInfo {
-                conversation_id: uuid("conversation_id")?,
-                checkpoint_type: CheckpointType::parse(payload.get("checkpoint_type")?.as_str()?)?,
-            })),
+            "project_manager.conversation.checkpoint.created" => {
+                Some(Self::Checkpoint(CheckpointInfo {
+                    conversation_id: uuid("conversation_id")?,
+                    checkpoint_type: CheckpointType::parse(
+                        payload.get("checkpoint_type")?.as_str()?,
+                    )?,
+                }))
+            }
             "project_manager.task.created" => Some(Self::Task(TaskInfo {
                 conversation_id: uuid("conversation_id")?,
             })),
@@ -102,7 +106,11 @@ impl StoreLookup {
         Self { db, known }
     }
 
-    async fn find(&self, aggregate_type: &'static str, id: Uuid) -> Result<Option<Known>, LookupError> {
+    async fn find(
+        &self,
+        aggregate_type: &'static str,
+        id: Uuid,
+    ) -> Result<Option<Known>, LookupError> {
         if let Some(known) = self.known.get(aggregate_type, id) {
             return Ok(Some(known));
         }
@@ -142,7 +150,10 @@ impl StoreLookup {
 #[async_trait]
 impl Lookup for StoreLookup {
     async fn conversation_exists(&self, id: Uuid) -> Result<bool, LookupError> {
-        Ok(matches!(self.find("conversation", id).await?, Some(Known::Conversation)))
+        Ok(matches!(
+            self.find("conversation", id).await?,
+            Some(Known::Conversation)
+        ))
     }
 
     async fn actor_exists(&self, id: Uuid) -> Result<bool, LookupError> {

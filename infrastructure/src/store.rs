@@ -22,7 +22,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use cqrs_es::persist::{PersistedEventRepository, SerializedEvent};
-use cqrs_es::{Aggregate, AggregateContext, AggregateError, DomainEvent, EventEnvelope, EventStore};
+use cqrs_es::{
+    Aggregate, AggregateContext, AggregateError, DomainEvent, EventEnvelope, EventStore,
+};
 use dashmap::DashMap;
 use pm_application::bus::{AggregateStore, POSITION_KEY};
 use pm_domain::{DomainError, PmAggregate};
@@ -94,7 +96,9 @@ impl PmStore {
         doorbell: watch::Sender<u64>,
     ) -> Self {
         let repository = match &db {
-            Database::Postgres(pool) => Repository::Postgres(PostgresEventRepository::new(pool.clone())),
+            Database::Postgres(pool) => {
+                Repository::Postgres(PostgresEventRepository::new(pool.clone()))
+            }
             Database::Sqlite(pool) => Repository::Sqlite(SqliteEventRepository::new(pool.clone())),
         };
         Self {
@@ -122,7 +126,10 @@ impl PmStore {
         slot.lock_owned().await
     }
 
-    async fn read_events<A: PmAggregate>(&self, aggregate_id: &str) -> StoreResult<Vec<EventEnvelope<A>>> {
+    async fn read_events<A: PmAggregate>(
+        &self,
+        aggregate_id: &str,
+    ) -> StoreResult<Vec<EventEnvelope<A>>> {
         let serialized = match &self.inner.repository {
             Repository::Postgres(repo) => repo.get_events::<A>(aggregate_id).await,
             Repository::Sqlite(repo) => repo.get_events::<A>(aggregate_id).await,
@@ -131,7 +138,11 @@ impl PmStore {
         serialized.into_iter().map(envelope::<A>).collect()
     }
 
-    async fn load<A: PmAggregate>(&self, aggregate_id: &str, presume_new: bool) -> StoreResult<PmContext<A>> {
+    async fn load<A: PmAggregate>(
+        &self,
+        aggregate_id: &str,
+        presume_new: bool,
+    ) -> StoreResult<PmContext<A>> {
         let mut slot = self.lock_slot::<A>(aggregate_id).await;
         if let Some(cached) = &slot.0 {
             if let Some(state) = cached.state.downcast_ref::<A>() {
@@ -172,7 +183,8 @@ impl PmStore {
 fn envelope<A: Aggregate>(event: SerializedEvent) -> StoreResult<EventEnvelope<A>> {
     let payload = serde_json::from_value(event.payload)
         .map_err(|e| AggregateError::DeserializationError(Box::new(e)))?;
-    let metadata: HashMap<String, String> = serde_json::from_value(event.metadata).unwrap_or_default();
+    let metadata: HashMap<String, String> =
+        serde_json::from_value(event.metadata).unwrap_or_default();
     Ok(EventEnvelope {
         aggregate_id: event.aggregate_id,
         sequence: event.sequence,
@@ -241,7 +253,8 @@ impl<A: PmAggregate> EventStore<A> for PmStore {
         self.inner.doorbell.send_modify(|n| *n = n.wrapping_add(1));
         let mut envelopes = Vec::with_capacity(events.len());
         for ((event, row), position) in events.into_iter().zip(&rows).zip(positions) {
-            metrics::counter!("pm_facts_appended_total", "type" => row.event_type.clone()).increment(1);
+            metrics::counter!("pm_facts_appended_total", "type" => row.event_type.clone())
+                .increment(1);
             if row.sequence == 1 {
                 if let Ok(id) = aggregate_id.parse::<Uuid>() {
                     self.inner.known.learn(id, &row.event_type, &row.payload);

@@ -41,15 +41,26 @@ RETURNING sequence, transaction_id::text, global_position";
 /// `AggregateConflict` when a row's sequence is taken (another writer won),
 /// `DatabaseConnectionError` when the database cannot be reached, `UnexpectedError`
 /// otherwise.
-pub async fn append(db: &Database, rows: &[NewEvent<'_>]) -> Result<Vec<LogPosition>, AggregateError<DomainError>> {
+pub async fn append(
+    db: &Database,
+    rows: &[NewEvent<'_>],
+) -> Result<Vec<LogPosition>, AggregateError<DomainError>> {
     let mut returned: Vec<(i64, LogPosition)> = match db {
         Database::Postgres(pool) => {
             let fetched: Vec<(i64, String, i64)> = sqlx::query_as(PG_APPEND)
                 .bind(rows.iter().map(|r| r.aggregate_type).collect::<Vec<_>>())
                 .bind(rows.iter().map(|r| r.aggregate_id).collect::<Vec<_>>())
                 .bind(rows.iter().map(|r| r.sequence).collect::<Vec<_>>())
-                .bind(rows.iter().map(|r| r.event_type.as_str()).collect::<Vec<_>>())
-                .bind(rows.iter().map(|r| r.event_version.as_str()).collect::<Vec<_>>())
+                .bind(
+                    rows.iter()
+                        .map(|r| r.event_type.as_str())
+                        .collect::<Vec<_>>(),
+                )
+                .bind(
+                    rows.iter()
+                        .map(|r| r.event_version.as_str())
+                        .collect::<Vec<_>>(),
+                )
                 .bind(rows.iter().map(|r| r.payload.clone()).collect::<Vec<_>>())
                 .bind(rows.iter().map(|r| r.metadata.clone()).collect::<Vec<_>>())
                 .bind(rows.iter().map(|r| r.conversation_id).collect::<Vec<_>>())
@@ -104,9 +115,10 @@ pub async fn append(db: &Database, rows: &[NewEvent<'_>]) -> Result<Vec<LogPosit
 pub fn classify(e: sqlx::Error) -> AggregateError<DomainError> {
     match &e {
         sqlx::Error::Database(db) if db.is_unique_violation() => AggregateError::AggregateConflict,
-        sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Tls(_) => {
-            AggregateError::DatabaseConnectionError(Box::new(e))
-        }
+        sqlx::Error::Io(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::Tls(_) => AggregateError::DatabaseConnectionError(Box::new(e)),
         _ => AggregateError::UnexpectedError(Box::new(e)),
     }
 }

@@ -1,0 +1,174 @@
+//! One wiring function: [`Application::build`] connects and migrates the store, wires the
+//! use cases and binds the listener (port 0 works: tests read [`Application::port`]);
+//! [`Application::run_until`] serves until a shutdown signal, then lets in-flight
+//! requests finish and closes event streams.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
+
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use pm_application::bus::CommandBus;
+use pm_application::clock::SystemClock;
+use pm_application::commands::Commands;
+use pm_domain::Services;
+use pm_infrastructure::idempotency::DbIdempotencyStore;
+use pm_infrastructure::log::DbLogReader;
+use pm_infrastructure::lookup::{KnownEntities, StoreLookup};
+use pm_infrastructure::store::PmStore;
+use pm_infrastructure::{Database, DbError};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Config, ConfigError};
+use crate::routes;
+use crate::state::AppState;
+
+/// Why the service could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A bad setting.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The database.
+    #[error(transparent)]
+    Database(#[from] DbError),
+    /// The listener.
+    #[error("cannot listen on {0}: {1}")]
+    Bind(SocketAddr, #[source] std::io::Error),
+}
+
+/// A built, bound, not yet serving service.
+pub struct Application {
+    listener: TcpListener,
+    addr: SocketAddr,
+    state: AppState,
+}
+
+/// The process-wide Prometheus recorder (installed once, shared by every application in
+/// the process — tests run several).
+pub fn metrics_handle() -> PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let buckets = [
+                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+            ];
+            let builder = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &buckets)
+                .unwrap_or_else(|_| PrometheusBuilder::new());
+            let recorder = builder.build_recorder();
+            let handle = recorder.handle();
+            if metrics::set_global_recorder(recorder).is_err() {
+                tracing::warn!("a metrics recorder was already installed; /metrics may be empty");
+            }
+            handle
+        })
+        .clone()
+}
+
+impl Application {
+    /// Connects, migrates, wires and binds.
+    ///
+    /// # Errors
+    /// [`StartError`] naming what failed.
+    pub async fn build(config: &Config) -> Result<Self, StartError> {
+        let tokens = config.validate()?;
+        let db = Database::connect(config.database_url(), config.db_pool_size).await?;
+        db.migrate().await?;
+        let (doorbell, doorbell_rx) = tokio::sync::watch::channel(0u64);
+        let known = Arc::new(KnownEntities::new(200_000));
+        let store = PmStore::new(db.clone(), 100_000, known.clone(), doorbell);
+        let lookup = StoreLookup::new(db.clone(), known);
+        let bus = CommandBus::new(
+            store,
+            Services::new(Arc::new(lookup)),
+            config.command_attempts,
+        );
+        let commands = Commands::new(bus, Arc::new(SystemClock));
+        let state = AppState {
+            commands: Arc::new(commands),
+            log: DbLogReader::new(db.clone(), doorbell_rx),
+            idempotency: DbIdempotencyStore::new(db.clone()),
+            db,
+            tokens,
+            metrics: metrics_handle(),
+            shutdown: CancellationToken::new(),
+            log_poll: config.log_poll(),
+            max_body_bytes: config.max_body_bytes,
+        };
+        let listener = TcpListener::bind(config.bind)
+            .await
+            .map_err(|e| StartError::Bind(config.bind, e))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| StartError::Bind(config.bind, e))?;
+        Ok(Self {
+            listener,
+            addr,
+            state,
+        })
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The bound port.
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    /// The database in use.
+    pub fn database(&self) -> &Database {
+        &self.state.db
+    }
+
+    /// Serves until `shutdown` completes; then stops accepting, closes event streams,
+    /// lets in-flight requests finish and closes the pool.
+    ///
+    /// # Errors
+    /// An I/O error of the server.
+    pub async fn run_until(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let token = self.state.shutdown.clone();
+        let db = self.state.db.clone();
+        let purge = spawn_idempotency_purge(self.state.idempotency.clone(), token.clone());
+        let router = routes::router(self.state);
+        tracing::info!(addr = %self.addr, store = db.kind(), "project-manager listening");
+        let signal_token = token.clone();
+        let served = axum::serve(self.listener, router)
+            .with_graceful_shutdown(async move {
+                shutdown.await;
+                tracing::info!("shutting down: finishing in-flight requests");
+                signal_token.cancel();
+            })
+            .await;
+        token.cancel();
+        purge.abort();
+        db.close().await;
+        served
+    }
+}
+
+fn spawn_idempotency_purge(
+    store: DbIdempotencyStore,
+    token: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(3600));
+        loop {
+            tokio::select! {
+                _ = token.cancelled() => break,
+                _ = tick.tick() => {
+                    if let Err(e) = store.purge_expired().await {
+                        tracing::warn!(error = %e, "could not purge expired idempotency keys");
+                    }
+                }
+            }
+        }
+    })
+}

@@ -1,0 +1,169 @@
+//! Errors as RFC 9457 problem details with a stable `code` — one table maps every
+//! failure to its status and code (API.md). 5xx answers carry a generic detail; the cause
+//! goes to the log.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use pm_application::AppError;
+use pm_domain::DomainError;
+use serde::Serialize;
+
+/// An error answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    /// The HTTP status.
+    pub status: StatusCode,
+    /// The stable machine code.
+    pub code: &'static str,
+    /// What went wrong, for a person.
+    pub detail: String,
+}
+
+/// The problem+json body.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Problem {
+    /// A URI naming the problem type.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// A short summary of the problem type.
+    pub title: String,
+    /// The HTTP status.
+    pub status: u16,
+    /// What went wrong in this request.
+    pub detail: String,
+    /// The stable machine code (snake_case).
+    pub code: String,
+}
+
+impl ApiError {
+    /// An error with the given status, code and detail.
+    pub fn new(status: StatusCode, code: &'static str, detail: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            detail: detail.into(),
+        }
+    }
+
+    /// `422 validation_failed` naming the field.
+    pub fn validation(field: &str, reason: impl std::fmt::Display) -> Self {
+        Self::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "validation_failed",
+            format!("{field}: {reason}"),
+        )
+    }
+
+    /// `400 invalid_parameter` naming the query parameter or header.
+    pub fn parameter(name: &str, reason: impl std::fmt::Display) -> Self {
+        Self::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_parameter",
+            format!("{name}: {reason}"),
+        )
+    }
+
+    /// `404 not_found`.
+    pub fn not_found(what: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", what)
+    }
+
+    /// `500 internal_error`; logs the cause.
+    pub fn internal(cause: impl std::fmt::Display) -> Self {
+        tracing::error!(%cause, "internal error");
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal_error",
+            "the service failed to handle the request; the cause is in its log",
+        )
+    }
+
+    /// `503 service_unavailable`; logs the cause.
+    pub fn unavailable(cause: impl std::fmt::Display) -> Self {
+        tracing::warn!(%cause, "store unavailable");
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "service_unavailable",
+            "the store is unreachable; retry later",
+        )
+    }
+
+    /// The problem body.
+    pub fn problem(&self) -> Problem {
+        Problem {
+            kind: format!(
+                "https://project-manager.dev/problems/{}",
+                self.code.replace('_', "-")
+            ),
+            title: self
+                .status
+                .canonical_reason()
+                .unwrap_or("Error")
+                .to_string(),
+            status: self.status.as_u16(),
+            detail: self.detail.clone(),
+            code: self.code.to_string(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = serde_json::to_vec(&self.problem()).unwrap_or_default();
+        let mut response = (self.status, body).into_response();
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        response
+    }
+}
+
+impl From<DomainError> for ApiError {
+    fn from(e: DomainError) -> Self {
+        use StatusCode as S;
+        let detail = e.to_string();
+        match e {
+            DomainError::ConversationNotFound(_) => {
+                Self::new(S::NOT_FOUND, "conversation_not_found", detail)
+            }
+            DomainError::TaskNotFound(_) => Self::new(S::NOT_FOUND, "task_not_found", detail),
+            DomainError::MessageTaskNotFound(_) => {
+                Self::new(S::UNPROCESSABLE_ENTITY, "task_not_found", detail)
+            }
+            DomainError::ActorNotFound(_) => {
+                Self::new(S::UNPROCESSABLE_ENTITY, "actor_not_found", detail)
+            }
+            DomainError::CheckpointNotFound(_) => {
+                Self::new(S::UNPROCESSABLE_ENTITY, "checkpoint_not_found", detail)
+            }
+            DomainError::CheckpointConversationMismatch(_) => Self::new(
+                S::UNPROCESSABLE_ENTITY,
+                "checkpoint_conversation_mismatch",
+                detail,
+            ),
+            DomainError::CheckpointNotBeginWork(_) => {
+                Self::new(S::UNPROCESSABLE_ENTITY, "checkpoint_not_begin_work", detail)
+            }
+            DomainError::ConversationExists(_) => {
+                Self::new(S::CONFLICT, "conversation_exists", detail)
+            }
+            DomainError::AlreadyExists { .. } => Self::new(S::CONFLICT, "already_exists", detail),
+            DomainError::Validation { field, reason } => Self::validation(field, reason),
+            DomainError::Lookup(e) => Self::unavailable(e),
+        }
+    }
+}
+
+impl From<AppError> for ApiError {
+    fn from(e: AppError) -> Self {
+        match e {
+            AppError::Domain(e) => e.into(),
+            AppError::ConcurrencyConflict { .. } => {
+                Self::new(StatusCode::CONFLICT, "concurrency_conflict", e.to_string())
+            }
+            AppError::Unavailable(cause) => Self::unavailable(cause),
+            AppError::Internal(cause) => Self::internal(cause),
+        }
+    }
+}

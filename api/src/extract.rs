@@ -1,0 +1,125 @@
+//! Extractors: JSON bodies with precise errors, and the command context.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::{header, StatusCode};
+use pm_application::bus::CommandContext;
+use serde::de::DeserializeOwned;
+use serde_json::error::Category;
+
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// A JSON body: `415` unless the content type is JSON, `413` when too large, `400
+/// malformed_json` when it does not parse, `422 validation_failed` naming the field when
+/// it does not fit the shape.
+#[derive(Debug, Clone)]
+pub struct JsonBody<T>(pub T);
+
+impl<T: DeserializeOwned> FromRequest<AppState> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
+        let is_json = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .map(|m| {
+                let m = m.trim().to_ascii_lowercase();
+                m == "application/json" || (m.starts_with("application/") && m.ends_with("+json"))
+            })
+            .unwrap_or(false);
+        if !is_json {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "the body must be application/json",
+            ));
+        }
+        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "payload_too_large",
+                    format!("the body is larger than {} bytes", state.max_body_bytes),
+                )
+            } else {
+                ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "malformed_json",
+                    rejection.body_text(),
+                )
+            }
+        })?;
+        parse_json(&bytes).map(JsonBody)
+    }
+}
+
+/// Parses a JSON body with the error mapping of [`JsonBody`].
+///
+/// # Errors
+/// `400 malformed_json` or `422 validation_failed`.
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        json_error(&path, e.into_inner())
+    })?;
+    de.end().map_err(|e| json_error(".", e))?;
+    Ok(value)
+}
+
+fn json_error(path: &str, e: serde_json::Error) -> ApiError {
+    match e.classify() {
+        Category::Data => {
+            let field = if path == "." { "body" } else { path };
+            ApiError::validation(field, strip_position(&e.to_string()))
+        }
+        Category::Syntax | Category::Eof | Category::Io => {
+            ApiError::new(StatusCode::BAD_REQUEST, "malformed_json", e.to_string())
+        }
+    }
+}
+
+fn strip_position(message: &str) -> String {
+    match message.find(" at line ") {
+        Some(i) => message[..i].to_string(),
+        None => message.to_string(),
+    }
+}
+
+/// The correlation id of a request (from `X-Correlation-Id`, else `X-Request-Id`, else
+/// a new UUIDv7), put in the request's extensions by the correlation middleware.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CorrelationId(pub String);
+
+/// The context of a command: caller, correlation and causation.
+#[derive(Debug, Clone)]
+pub struct Ctx(pub CommandContext);
+
+impl FromRequestParts<AppState> for Ctx {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        let correlation_id = parts
+            .extensions
+            .get::<CorrelationId>()
+            .map(|c| c.0.clone())
+            .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+        let causation_id = parts
+            .headers
+            .get("x-causation-id")
+            .and_then(|v| v.to_str().ok())
+            .filter(|v| !v.is_empty() && v.len() <= 128)
+            .map(str::to_string);
+        Ok(Self(CommandContext {
+            correlation_id,
+            causation_id,
+            role: caller.role_name().to_string(),
+        }))
+    }
+}

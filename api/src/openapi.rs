@@ -1,0 +1,45 @@
+//! The OpenAPI 3.1 document of every endpoint, generated from the handlers' annotations.
+
+use utoipa::OpenApi;
+
+use crate::error::Problem;
+use crate::routes::{commands, events, ops};
+
+/// The API description.
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "project-manager", description = "Event-sourced CQRS service: conversations, checkpoints, tasks, messages, and the global event log."),
+    paths(
+        commands::register_actor,
+        commands::start_conversation,
+        commands::create_checkpoint,
+        commands::create_task,
+        commands::create_task_checkpoint,
+        commands::add_message,
+        events::events,
+        ops::healthz,
+        ops::readyz,
+        ops::metrics,
+    ),
+    components(schemas(
+        Problem,
+        commands::RegisterActorBody,
+        commands::StartConversationBody,
+        commands::CreateCheckpointBody,
+        commands::CreateTaskBody,
+        commands::CreateTaskCheckpointBody,
+        commands::AddMessageBody,
+        events::EventPage,
+    )),
+    tags(
+        (name = "commands", description = "Each emits exactly one project_manager.* fact"),
+        (name = "events", description = "The global, ordered event log"),
+        (name = "operations", description = "Health, readiness, metrics"),
+    )
+)]
+pub struct ApiDoc;
+
+/// The document as JSON.
+pub fn document() -> serde_json::Value {
+    serde_json::to_value(ApiDoc::openapi()).unwrap_or_default()
+}

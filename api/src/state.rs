@@ -1,0 +1,37 @@
+//! The state every handler shares.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use metrics_exporter_prometheus::PrometheusHandle;
+use pm_application::commands::Commands;
+use pm_infrastructure::idempotency::DbIdempotencyStore;
+use pm_infrastructure::log::DbLogReader;
+use pm_infrastructure::store::PmStore;
+use pm_infrastructure::Database;
+use tokio_util::sync::CancellationToken;
+
+use crate::auth::Tokens;
+
+/// Shared by all handlers; cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    /// The command use cases.
+    pub commands: Arc<Commands<PmStore>>,
+    /// The global log.
+    pub log: DbLogReader,
+    /// `Idempotency-Key` answers.
+    pub idempotency: DbIdempotencyStore,
+    /// The database (health checks).
+    pub db: Database,
+    /// Configured tokens.
+    pub tokens: Tokens,
+    /// Prometheus rendering.
+    pub metrics: PrometheusHandle,
+    /// Cancelled at shutdown: long-lived streams end.
+    pub shutdown: CancellationToken,
+    /// How often idle event streams poll the log.
+    pub log_poll: Duration,
+    /// Largest accepted request body.
+    pub max_body_bytes: usize,
+}
