@@ -7,6 +7,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 
+use axum::serve::ListenerExt;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use pm_application::bus::CommandBus;
 use pm_application::clock::SystemClock;
@@ -22,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, ConfigError};
 use crate::routes;
-use crate::state::AppState;
+use crate::state::{AppState, Shared};
 
 /// Why the service could not start.
 #[derive(Debug, thiserror::Error)]
@@ -86,7 +87,7 @@ impl Application {
             config.command_attempts,
         );
         let commands = Commands::new(bus, Arc::new(SystemClock));
-        let state = AppState {
+        let state = AppState::new(Shared {
             commands: Arc::new(commands),
             log: DbLogReader::new(db.clone(), doorbell_rx),
             idempotency: DbIdempotencyStore::new(db.clone()),
@@ -96,7 +97,7 @@ impl Application {
             shutdown: CancellationToken::new(),
             log_poll: config.log_poll(),
             max_body_bytes: config.max_body_bytes,
-        };
+        });
         let listener = TcpListener::bind(config.bind)
             .await
             .map_err(|e| StartError::Bind(config.bind, e))?;
@@ -137,10 +138,16 @@ impl Application {
         let token = self.state.shutdown.clone();
         let db = self.state.db.clone();
         let purge = spawn_idempotency_purge(self.state.idempotency.clone(), token.clone());
+        let upkeep = spawn_metrics_upkeep(self.state.metrics.clone(), token.clone());
         let router = routes::router(self.state);
         tracing::info!(addr = %self.addr, store = db.kind(), "project-manager listening");
         let signal_token = token.clone();
-        let served = axum::serve(self.listener, router)
+        let listener = self.listener.tap_io(|tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+            }
+        });
+        let served = axum::serve(listener, router)
             .with_graceful_shutdown(async move {
                 shutdown.await;
                 tracing::info!("shutting down: finishing in-flight requests");
@@ -149,6 +156,7 @@ impl Application {
             .await;
         token.cancel();
         purge.abort();
+        upkeep.abort();
         db.close().await;
         served
     }
@@ -168,6 +176,23 @@ fn spawn_idempotency_purge(
                         tracing::warn!(error = %e, "could not purge expired idempotency keys");
                     }
                 }
+            }
+        }
+    })
+}
+
+/// Drains recorded histogram samples into their buckets every few seconds, so memory stays
+/// flat when nobody scrapes `/metrics`.
+fn spawn_metrics_upkeep(
+    handle: PrometheusHandle,
+    token: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(5));
+        loop {
+            tokio::select! {
+                _ = token.cancelled() => break,
+                _ = tick.tick() => handle.run_upkeep(),
             }
         }
     })

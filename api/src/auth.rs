@@ -153,10 +153,13 @@ fn authenticate(parts: &Parts, tokens: &Tokens) -> Result<Caller, ApiError> {
         .headers
         .get(header::AUTHORIZATION)
         .ok_or_else(|| unauthorized("missing Authorization: Bearer <token>"))?;
+    // The scheme name is case-insensitive (RFC 9110 §11.1).
     let token = value
         .to_str()
         .ok()
-        .and_then(|v| v.strip_prefix("Bearer "))
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token)
         .ok_or_else(|| unauthorized("Authorization must be Bearer <token>"))?;
     tokens
         .role_of(token.trim())

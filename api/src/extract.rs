@@ -65,6 +65,11 @@ impl<T: DeserializeOwned> FromRequest<AppState> for JsonBody<T> {
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        // A shape error may hide a syntax error later in the body (`{} {}`): malformed
+        // JSON wins, so check the whole body's syntax before blaming a field.
+        if let Err(syntax) = serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
+            return json_error(".", syntax);
+        }
         let path = e.path().to_string();
         json_error(&path, e.into_inner())
     })?;

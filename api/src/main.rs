@@ -6,6 +6,10 @@ use project_manager::config::Command;
 use project_manager::{Application, Config};
 use tracing_subscriber::EnvFilter;
 
+/// mimalloc: the service allocates many small, short-lived objects per request.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()

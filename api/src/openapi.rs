@@ -20,6 +20,7 @@ use crate::routes::{commands, events, ops};
         ops::healthz,
         ops::readyz,
         ops::metrics,
+        ops::openapi,
     ),
     components(schemas(
         Problem,

@@ -13,9 +13,26 @@ use tokio_util::sync::CancellationToken;
 
 use crate::auth::Tokens;
 
-/// Shared by all handlers; cheap to clone.
+/// Shared by all handlers; one `Arc` clone per use.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl AppState {
+    /// Wraps the shared state.
+    pub fn new(shared: Shared) -> Self {
+        Self(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// What every handler shares.
+pub struct Shared {
     /// The command use cases.
     pub commands: Arc<Commands<PmStore>>,
     /// The global log.

@@ -53,6 +53,9 @@ impl Database {
                 PgConnectOptions::from_str(url).map_err(|_| DbError::BadUrl(url.into()))?;
             let pool = PgPoolOptions::new()
                 .max_connections(pool_size.max(2))
+                // No ping round trip before every query; a dead connection fails its
+                // query and the command answers 503 (the store is unreachable).
+                .test_before_acquire(false)
                 .acquire_timeout(Duration::from_secs(10))
                 .connect_with(options)
                 .await
@@ -71,6 +74,7 @@ impl Database {
                 ensure_parent_dir(options.get_filename())?;
             }
             let pool = SqlitePoolOptions::new()
+                .test_before_acquire(false)
                 .max_connections(if in_memory { 1 } else { pool_size.clamp(1, 8) })
                 .acquire_timeout(Duration::from_secs(10))
                 .connect_with(options)

@@ -42,6 +42,7 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
 }
 
 /// `GET /openapi.json`: the OpenAPI 3.1 document.
+#[utoipa::path(get, path = "/openapi.json", tag = "operations", responses((status = 200, description = "This document")))]
 pub async fn openapi() -> Response {
     Json(crate::openapi::document()).into_response()
 }

@@ -30,6 +30,11 @@ pub struct NewEvent<'a> {
     pub conversation_id: Option<Uuid>,
 }
 
+const PG_APPEND_ONE: &str = "\
+INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, conversation_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+RETURNING sequence, transaction_id::text, global_position";
+
 const PG_APPEND: &str = "\
 INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, conversation_id)
 SELECT * FROM UNNEST($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::jsonb[], $7::jsonb[], $8::uuid[])
@@ -46,6 +51,22 @@ pub async fn append(
     rows: &[NewEvent<'_>],
 ) -> Result<Vec<LogPosition>, AggregateError<DomainError>> {
     let mut returned: Vec<(i64, LogPosition)> = match db {
+        Database::Postgres(pool) if rows.len() == 1 => {
+            let row = &rows[0];
+            let fetched: (i64, String, i64) = sqlx::query_as(PG_APPEND_ONE)
+                .bind(row.aggregate_type)
+                .bind(row.aggregate_id)
+                .bind(row.sequence)
+                .bind(row.event_type.as_str())
+                .bind(row.event_version.as_str())
+                .bind(&row.payload)
+                .bind(&row.metadata)
+                .bind(row.conversation_id)
+                .fetch_one(pool)
+                .await
+                .map_err(classify)?;
+            vec![position(fetched)?]
+        }
         Database::Postgres(pool) => {
             let fetched: Vec<(i64, String, i64)> = sqlx::query_as(PG_APPEND)
                 .bind(rows.iter().map(|r| r.aggregate_type).collect::<Vec<_>>())
@@ -67,14 +88,10 @@ pub async fn append(
                 .fetch_all(pool)
                 .await
                 .map_err(classify)?;
-            let mut out = Vec::with_capacity(fetched.len());
-            for (sequence, txid, seq) in fetched {
-                let txid = txid
-                    .parse()
-                    .map_err(|e| AggregateError::UnexpectedError(Box::new(e)))?;
-                out.push((sequence, LogPosition { txid, seq }));
-            }
-            out
+            fetched
+                .into_iter()
+                .map(position)
+                .collect::<Result<_, _>>()?
         }
         Database::Sqlite(pool) => {
             let mut builder = QueryBuilder::new(
@@ -109,6 +126,15 @@ pub async fn append(
         ));
     }
     Ok(returned.into_iter().map(|(_, p)| p).collect())
+}
+
+fn position(
+    (sequence, txid, seq): (i64, String, i64),
+) -> Result<(i64, LogPosition), AggregateError<DomainError>> {
+    let txid = txid
+        .parse()
+        .map_err(|e| AggregateError::UnexpectedError(Box::new(e)))?;
+    Ok((sequence, LogPosition { txid, seq }))
 }
 
 /// Maps a database error onto cqrs-es's error kinds.
