@@ -12,10 +12,16 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use pm_application::bus::CommandBus;
 use pm_application::clock::SystemClock;
 use pm_application::commands::Commands;
+use pm_application::processor::{ProcessorRunner, ProcessorStore, RunnerOptions};
 use pm_domain::Services;
 use pm_infrastructure::idempotency::DbIdempotencyStore;
 use pm_infrastructure::log::DbLogReader;
 use pm_infrastructure::lookup::{KnownEntities, StoreLookup};
+use pm_infrastructure::read_model::processors::DbProcessorStore;
+use pm_infrastructure::read_model::query::ReadModel;
+use pm_infrastructure::read_model::rebuild::ensure_schema;
+use pm_infrastructure::read_model::ReadModelProjection;
+use pm_infrastructure::read_model::READ_MODEL;
 use pm_infrastructure::store::PmStore;
 use pm_infrastructure::{Database, DbError};
 use tokio::net::TcpListener;
@@ -34,9 +40,26 @@ pub enum StartError {
     /// The database.
     #[error(transparent)]
     Database(#[from] DbError),
+    /// The store answered a start-up step with an error.
+    #[error("cannot start the processors: {0}")]
+    Store(#[source] pm_application::AppError),
     /// The listener.
     #[error("cannot listen on {0}: {1}")]
     Bind(SocketAddr, #[source] std::io::Error),
+}
+
+/// How long a processor lease lasts without renewal (a replica that dies hands its
+/// processors over after this long).
+const LEASE_TTL: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The read-model runner of this replica.
+type ReadModelRunner = ProcessorRunner<ReadModelProjection, DbProcessorStore, DbLogReader>;
+
+/// Test hooks: failure injection for the black-box tests.
+#[derive(Debug, Clone, Default)]
+pub struct Hooks {
+    /// While set, every projection batch fails after applying and before committing.
+    pub fail_projection_before_commit: Option<Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// A built, bound, not yet serving service.
@@ -44,6 +67,7 @@ pub struct Application {
     listener: TcpListener,
     addr: SocketAddr,
     state: AppState,
+    runner: ReadModelRunner,
 }
 
 /// The process-wide Prometheus recorder (installed once, shared by every application in
@@ -74,9 +98,18 @@ impl Application {
     /// # Errors
     /// [`StartError`] naming what failed.
     pub async fn build(config: &Config) -> Result<Self, StartError> {
+        Self::build_with(config, Hooks::default()).await
+    }
+
+    /// [`Application::build`] with test hooks.
+    ///
+    /// # Errors
+    /// [`StartError`] naming what failed.
+    pub async fn build_with(config: &Config, hooks: Hooks) -> Result<Self, StartError> {
         let tokens = config.validate()?;
         let db = Database::connect(config.database_url(), config.db_pool_size).await?;
         db.migrate().await?;
+        ensure_schema(&db).await.map_err(DbError::Query)?;
         let (doorbell, doorbell_rx) = tokio::sync::watch::channel(0u64);
         let known = Arc::new(KnownEntities::new(200_000));
         let store = PmStore::new(db.clone(), 100_000, known.clone(), doorbell);
@@ -87,9 +120,37 @@ impl Application {
             config.command_attempts,
         );
         let commands = Commands::new(bus, Arc::new(SystemClock));
+        let log = DbLogReader::new(db.clone(), doorbell_rx);
+        let owner = format!("{}-{}", std::process::id(), uuid::Uuid::now_v7());
+        let mut projection = ReadModelProjection::new(db.clone());
+        if let Some(switch) = hooks.fail_projection_before_commit {
+            projection = projection.with_failure_switch(switch);
+        }
+        // Take the projection's lease now if it is free, so the service is ready as soon
+        // as it listens; the runner renews it (or waits for the replica holding it).
+        let processors = DbProcessorStore::new(db.clone());
+        processors
+            .acquire_lease(READ_MODEL, &owner, LEASE_TTL)
+            .await
+            .map_err(StartError::Store)?;
+        let (runner, processor_status) = ProcessorRunner::new(
+            Arc::new(projection),
+            DbProcessorStore::new(db.clone()),
+            log.clone(),
+            RunnerOptions {
+                batch_size: 500,
+                poll_interval: config.log_poll(),
+                lease_ttl: LEASE_TTL,
+                owner: owner.clone(),
+            },
+        );
         let state = AppState::new(Shared {
             commands: Arc::new(commands),
-            log: DbLogReader::new(db.clone(), doorbell_rx),
+            log,
+            read_model: ReadModel::new(db.clone()),
+            processors,
+            processor_status,
+            owner,
             idempotency: DbIdempotencyStore::new(db.clone()),
             db,
             tokens,
@@ -108,6 +169,7 @@ impl Application {
             listener,
             addr,
             state,
+            runner,
         })
     }
 
@@ -139,6 +201,7 @@ impl Application {
         let db = self.state.db.clone();
         let purge = spawn_idempotency_purge(self.state.idempotency.clone(), token.clone());
         let upkeep = spawn_metrics_upkeep(self.state.metrics.clone(), token.clone());
+        let runner = tokio::spawn(self.runner.run(token.clone()));
         let router = routes::router(self.state);
         tracing::info!(addr = %self.addr, store = db.kind(), "project-manager listening");
         let signal_token = token.clone();
@@ -157,6 +220,9 @@ impl Application {
         token.cancel();
         purge.abort();
         upkeep.abort();
+        if let Err(e) = runner.await {
+            tracing::error!(error = %e, "the read-model processor task failed");
+        }
         db.close().await;
         served
     }

@@ -128,3 +128,18 @@ impl FromRequestParts<AppState> for Ctx {
         }))
     }
 }
+
+/// A query string that does not parse answers `400 invalid_parameter` as problem+json.
+#[derive(Debug, Clone)]
+pub struct ApiQuery<T>(pub T);
+
+impl<T: DeserializeOwned + Send> FromRequestParts<AppState> for ApiQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        axum::extract::Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|q| ApiQuery(q.0))
+            .map_err(|rejection| ApiError::parameter("query", rejection.body_text()))
+    }
+}

@@ -5,8 +5,11 @@ use std::time::Duration;
 
 use metrics_exporter_prometheus::PrometheusHandle;
 use pm_application::commands::Commands;
+use pm_application::processor::ProcessorStatus;
 use pm_infrastructure::idempotency::DbIdempotencyStore;
 use pm_infrastructure::log::DbLogReader;
+use pm_infrastructure::read_model::processors::DbProcessorStore;
+use pm_infrastructure::read_model::query::ReadModel;
 use pm_infrastructure::store::PmStore;
 use pm_infrastructure::Database;
 use tokio_util::sync::CancellationToken;
@@ -51,4 +54,12 @@ pub struct Shared {
     pub log_poll: Duration,
     /// Largest accepted request body.
     pub max_body_bytes: usize,
+    /// Queries over the read model.
+    pub read_model: ReadModel,
+    /// Processor cursors, leases and parked events.
+    pub processors: DbProcessorStore,
+    /// The status of this replica's `read_model` runner.
+    pub processor_status: tokio::sync::watch::Receiver<ProcessorStatus>,
+    /// This replica's identity (lease owner).
+    pub owner: String,
 }

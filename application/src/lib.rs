@@ -8,13 +8,18 @@
 //! - [`log`]: the global event log's model: positions, logged events, filters and the
 //!   reader port.
 //! - [`idempotency`]: the `Idempotency-Key` port.
+//! - [`fact`]: logged events read back as domain facts.
+//! - [`processor`]: the processor runtime — named consumers of the global log with a
+//!   stored cursor, a lease, parking of poison events and lag metrics.
 //! - [`clock`]: the injected clock.
 
 pub mod bus;
 pub mod clock;
 pub mod commands;
 pub mod error;
+pub mod fact;
 pub mod idempotency;
 pub mod log;
+pub mod processor;
 
 pub use error::AppError;

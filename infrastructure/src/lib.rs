@@ -7,11 +7,16 @@
 //! - [`lookup`]: the domain's lookup port over the event store.
 //! - [`log`]: the global log reader (commit-safe order on PostgreSQL).
 //! - [`idempotency`]: the `Idempotency-Key` store.
+//! - [`read_model`]: the analysts' read tables, the projection that maintains them,
+//!   processor leases and cursors, queries, and blue-green rebuilds.
+//! - [`sql`]: one SQL text for both databases.
 
 pub mod db;
 pub mod idempotency;
 pub mod log;
 pub mod lookup;
+pub mod read_model;
+pub mod sql;
 pub mod store;
 
 pub use db::{Database, DbError};

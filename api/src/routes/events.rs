@@ -5,7 +5,7 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::{header, HeaderMap};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -18,6 +18,7 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use crate::error::ApiError;
+use crate::extract::ApiQuery;
 use crate::state::AppState;
 
 /// Query parameters of `GET /v1/events`.
@@ -98,7 +99,7 @@ fn parse_query(
               (status = 400, body = crate::error::Problem)))]
 pub async fn events(
     State(state): State<AppState>,
-    Query(q): Query<EventsQuery>,
+    ApiQuery(q): ApiQuery<EventsQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let (cursor, filter) = parse_query(&q, &headers)?;

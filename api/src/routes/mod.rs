@@ -1,10 +1,12 @@
 //! The router: every endpoint of API.md with its role guard, and the layers around them
 //! (correlation ids, metrics, tracing, the body limit, `Idempotency-Key`).
 
+pub mod admin;
 pub mod commands;
 pub mod events;
 pub mod idempotency;
 pub mod ops;
+pub mod queries;
 
 use std::time::Instant;
 
@@ -24,6 +26,7 @@ use crate::state::AppState;
 const INGRESS: &[Role] = &[Role::Ingress];
 const LLM: &[Role] = &[Role::Llm];
 const INGRESS_LLM: &[Role] = &[Role::Ingress, Role::Llm];
+const ADMIN: &[Role] = &[];
 /// Readers: every role may read (analysts exist for it; writers may read back).
 pub const READERS: &[Role] = &[Role::Ingress, Role::Llm, Role::Analyst];
 
@@ -40,6 +43,11 @@ fn command(
             idempotency::idempotency,
         ))
         .layer(middleware::from_fn_with_state(state.clone(), guard(roles)))
+}
+
+/// Wraps an operator route so only admin gets through.
+fn admin(state: &AppState, route: MethodRouter<AppState>) -> MethodRouter<AppState> {
+    route.layer(middleware::from_fn_with_state(state.clone(), guard(ADMIN)))
 }
 
 /// Wraps a read route so every authenticated role may use it.
@@ -83,25 +91,46 @@ pub fn router(state: AppState) -> Router {
             "/v1/actors",
             command(s, INGRESS, post(commands::register_actor)),
         )
+        .route("/v1/actors/{id}", read(s, get(queries::actor)))
         .route(
             "/v1/conversations",
-            command(s, INGRESS, post(commands::start_conversation)),
+            command(s, INGRESS, post(commands::start_conversation))
+                .merge(read(s, get(queries::conversations))),
+        )
+        .route(
+            "/v1/conversations/{id}",
+            read(s, get(queries::conversation)),
         )
         .route(
             "/v1/conversations/{id}/checkpoints",
-            command(s, LLM, post(commands::create_checkpoint)),
+            command(s, LLM, post(commands::create_checkpoint))
+                .merge(read(s, get(queries::checkpoints))),
         )
         .route(
             "/v1/conversations/{id}/tasks",
-            command(s, LLM, post(commands::create_task)),
+            command(s, LLM, post(commands::create_task))
+                .merge(read(s, get(queries::conversation_tasks))),
         )
         .route(
             "/v1/conversations/{id}/messages",
-            command(s, INGRESS_LLM, post(commands::add_message)),
+            command(s, INGRESS_LLM, post(commands::add_message))
+                .merge(read(s, get(queries::messages))),
         )
+        .route("/v1/tasks", read(s, get(queries::tasks)))
+        .route("/v1/tasks/{id}", read(s, get(queries::task)))
         .route(
             "/v1/tasks/{id}/checkpoints",
             command(s, LLM, post(commands::create_task_checkpoint)),
+        )
+        .route("/v1/stats/tasks", read(s, get(queries::task_stats)))
+        .route("/v1/admin/processors", admin(s, get(admin::processors)))
+        .route(
+            "/v1/admin/processors/{name}/parked",
+            admin(s, get(admin::parked)),
+        )
+        .route(
+            "/v1/admin/projections/{name}/rebuild",
+            admin(s, post(admin::rebuild_projection)),
         )
         .route("/v1/events", read(s, get(events::events)))
         .layer(DefaultBodyLimit::max(state.max_body_bytes));

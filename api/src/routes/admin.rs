@@ -1,0 +1,97 @@
+//! Operator endpoints (admin): processors' positions and lag, parked events, and
+//! projection rebuilds.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use pm_application::log::{LogPosition, LogReader};
+use pm_infrastructure::read_model::rebuild::{finish, start, RebuildError};
+use pm_infrastructure::read_model::READ_MODEL;
+use serde_json::{json, Value};
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// Every processor with its stored position, lag behind the log's head, lease and last
+/// rebuild; the head position; and this replica's view of its own runners.
+pub async fn processor_report(state: &AppState) -> Result<Value, ApiError> {
+    let head = state.log.head().await?;
+    let records = state.processors.list().await?;
+    let items: Vec<Value> = records
+        .into_iter()
+        .map(|r| {
+            let position: LogPosition = r.position.parse().unwrap_or_default();
+            let mut v = serde_json::to_value(&r).unwrap_or_default();
+            if let Some(obj) = v.as_object_mut() {
+                obj.insert("lag_events".into(), (head.seq - position.seq).max(0).into());
+            }
+            v
+        })
+        .collect();
+    let local = state.processor_status.borrow().clone();
+    Ok(json!({
+        "head": head.to_string(),
+        "processors": items,
+        "this_replica": {
+            "owner": state.owner,
+            "read_model": {"leader": local.leader, "cursor": local.cursor.to_string(), "parked": local.parked, "last_error": local.last_error},
+        },
+    }))
+}
+
+/// `GET /v1/admin/processors`.
+#[utoipa::path(get, path = "/v1/admin/processors", tag = "admin", responses((status = 200, description = "Processors with position and lag")))]
+pub async fn processors(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+    Ok(Json(processor_report(&state).await?))
+}
+
+/// `GET /v1/admin/processors/{name}/parked`: events the processor could not apply.
+#[utoipa::path(get, path = "/v1/admin/processors/{name}/parked", tag = "admin", params(("name" = String, Path)),
+    responses((status = 200, description = "Parked events, newest first")))]
+pub async fn parked(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    Ok(Json(
+        json!({"items": state.processors.parked(&name).await?}),
+    ))
+}
+
+/// `POST /v1/admin/projections/{name}/rebuild`: starts a blue-green rebuild in the
+/// background (`202 Accepted`); its progress shows in `GET /v1/admin/processors`.
+#[utoipa::path(post, path = "/v1/admin/projections/{name}/rebuild", tag = "admin", params(("name" = String, Path)),
+    responses((status = 202, description = "Rebuild started"), (status = 404, body = crate::error::Problem),
+              (status = 409, body = crate::error::Problem)))]
+pub async fn rebuild_projection(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<Response, ApiError> {
+    start(&state.db, &name).await?;
+    let (db, log) = (state.db.clone(), state.log.clone());
+    tokio::spawn(async move {
+        match finish(&db, &log).await {
+            Ok(report) => tracing::info!(?report, "projection rebuilt"),
+            Err(e) => tracing::error!(error = %e, "projection rebuild failed"),
+        }
+    });
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"projection": READ_MODEL, "status": "running", "progress": "/v1/admin/processors"})),
+    )
+        .into_response())
+}
+
+impl From<RebuildError> for ApiError {
+    fn from(e: RebuildError) -> Self {
+        match e {
+            RebuildError::UnknownProjection(_) => {
+                ApiError::new(StatusCode::NOT_FOUND, "projection_not_found", e.to_string())
+            }
+            RebuildError::AlreadyRunning(_) => {
+                ApiError::new(StatusCode::CONFLICT, "rebuild_in_progress", e.to_string())
+            }
+            other => ApiError::internal(other),
+        }
+    }
+}

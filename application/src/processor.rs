@@ -1,0 +1,322 @@
+//! The processor runtime: a named consumer of the global log. It reads from its stored
+//! cursor in batches and hands each batch to its [`BatchHandler`], which applies the
+//! events and stores the new cursor in one database transaction (exactly-once effect).
+//!
+//! - **One owner at a time**: a lease ([`ProcessorStore::acquire_lease`]) that another
+//!   replica takes over when the holder stops renewing it. The handler also moves the
+//!   cursor with compare-and-set, so even an expired lease cannot apply an event twice.
+//! - **Poison events are parked**: when an event keeps failing, the events before it are
+//!   applied, it is recorded with its error and skipped, and the processor goes on.
+//! - **Transient errors are retried** with exponential backoff.
+//! - **Status** (cursor, lag, parked count) is published on a watch channel and as
+//!   metrics (`pm_processor_lag_events`, `pm_processor_events_total`,
+//!   `pm_processor_parked_total`).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::log::{EventFilter, LogPosition, LogReader, LoggedEvent};
+use crate::AppError;
+
+/// Why a batch did not apply. The transaction was rolled back in every case.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BatchError {
+    /// `events[index]` cannot be applied (bad payload, violated constraint): park it.
+    #[error("event {index} of the batch is poison: {reason}")]
+    Poison {
+        /// Its index in the batch.
+        index: usize,
+        /// Why.
+        reason: String,
+    },
+    /// The database is unavailable or the transaction lost a race: retry later.
+    #[error("transient: {0}")]
+    Transient(String),
+    /// The stored cursor is not where this runner thought (another owner moved it).
+    #[error("the stored cursor moved")]
+    CursorMoved,
+}
+
+/// Applies batches of one processor.
+pub trait BatchHandler: Send + Sync + 'static {
+    /// The processor's name.
+    fn name(&self) -> &str;
+
+    /// Applies `events` (the events right after `from`) and moves the stored cursor from
+    /// `from` to the last event's position, in one transaction.
+    ///
+    /// # Errors
+    /// [`BatchError`]; nothing is applied then.
+    fn apply(
+        &self,
+        from: LogPosition,
+        events: &[LoggedEvent],
+    ) -> impl Future<Output = Result<LogPosition, BatchError>> + Send;
+
+    /// Records `event` as parked with `reason` and moves the cursor past it, in one
+    /// transaction.
+    ///
+    /// # Errors
+    /// [`BatchError::Transient`] or [`BatchError::CursorMoved`].
+    fn park(
+        &self,
+        from: LogPosition,
+        event: &LoggedEvent,
+        reason: &str,
+    ) -> impl Future<Output = Result<LogPosition, BatchError>> + Send;
+}
+
+/// Cursor and lease storage of processors.
+///
+/// # Errors
+/// Every method fails with [`AppError::Unavailable`] when the store cannot be reached.
+pub trait ProcessorStore: Send + Sync + 'static {
+    /// Takes the lease of `name` for `owner` for `ttl`, or renews it; `true` when held.
+    fn acquire_lease(
+        &self,
+        name: &str,
+        owner: &str,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<bool, AppError>> + Send;
+    /// Gives the lease up.
+    fn release_lease(
+        &self,
+        name: &str,
+        owner: &str,
+    ) -> impl Future<Output = Result<(), AppError>> + Send;
+    /// The stored cursor of `name`.
+    fn cursor(&self, name: &str) -> impl Future<Output = Result<LogPosition, AppError>> + Send;
+}
+
+/// Tuning of a runner.
+#[derive(Debug, Clone)]
+pub struct RunnerOptions {
+    /// Events per batch.
+    pub batch_size: u32,
+    /// How long an idle runner waits before polling the log again.
+    pub poll_interval: Duration,
+    /// Lease duration; renewed every third of it.
+    pub lease_ttl: Duration,
+    /// The identity of this replica.
+    pub owner: String,
+}
+
+/// What a runner reports about itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProcessorStatus {
+    /// Whether this replica holds the lease.
+    pub leader: bool,
+    /// The last cursor this runner knows.
+    pub cursor: LogPosition,
+    /// Events parked by this runner since start.
+    pub parked: u64,
+    /// The last error, if the runner is retrying.
+    pub last_error: Option<String>,
+}
+
+/// Runs one processor until `shutdown`.
+pub struct ProcessorRunner<H, S, L> {
+    handler: Arc<H>,
+    store: S,
+    log: L,
+    options: RunnerOptions,
+    status: watch::Sender<ProcessorStatus>,
+}
+
+impl<H: BatchHandler, S: ProcessorStore, L: LogReader> ProcessorRunner<H, S, L> {
+    /// A runner of `handler`; returns it with a receiver of its status.
+    pub fn new(
+        handler: Arc<H>,
+        store: S,
+        log: L,
+        options: RunnerOptions,
+    ) -> (Self, watch::Receiver<ProcessorStatus>) {
+        let (status, rx) = watch::channel(ProcessorStatus::default());
+        (
+            Self {
+                handler,
+                store,
+                log,
+                options,
+                status,
+            },
+            rx,
+        )
+    }
+
+    /// Runs until `shutdown` is cancelled, then releases the lease.
+    pub async fn run(self, shutdown: CancellationToken) {
+        let name = self.handler.name().to_string();
+        let mut doorbell = self.log.doorbell();
+        let mut backoff = Duration::from_millis(50);
+        let mut leader = false;
+        let mut lease_renewed = tokio::time::Instant::now();
+        let mut cursor = None;
+        let all = EventFilter::default();
+        while !shutdown.is_cancelled() {
+            if !leader || lease_renewed.elapsed() >= self.options.lease_ttl / 3 {
+                match self
+                    .store
+                    .acquire_lease(&name, &self.options.owner, self.options.lease_ttl)
+                    .await
+                {
+                    Ok(held) => {
+                        if held != leader {
+                            tracing::info!(processor = %name, leader = held, "processor lease changed");
+                        }
+                        leader = held;
+                        lease_renewed = tokio::time::Instant::now();
+                        if !held {
+                            cursor = None;
+                        }
+                    }
+                    Err(e) => {
+                        self.fail(&name, &e.to_string(), &mut backoff, &shutdown)
+                            .await;
+                        leader = false;
+                        continue;
+                    }
+                }
+                self.status.send_modify(|s| s.leader = leader);
+            }
+            if !leader {
+                self.idle(&mut doorbell, self.options.lease_ttl / 3, &shutdown)
+                    .await;
+                continue;
+            }
+            let from = match cursor {
+                Some(c) => c,
+                None => match self.store.cursor(&name).await {
+                    Ok(c) => c,
+                    Err(e) => {
+                        self.fail(&name, &e.to_string(), &mut backoff, &shutdown)
+                            .await;
+                        continue;
+                    }
+                },
+            };
+            cursor = Some(from);
+            doorbell.borrow_and_update();
+            let events = match self
+                .log
+                .read_after(from, &all, self.options.batch_size)
+                .await
+            {
+                Ok(events) => events,
+                Err(e) => {
+                    self.fail(&name, &e.to_string(), &mut backoff, &shutdown)
+                        .await;
+                    continue;
+                }
+            };
+            self.report_lag(&name, from).await;
+            if events.is_empty() {
+                self.idle(&mut doorbell, self.options.poll_interval, &shutdown)
+                    .await;
+                continue;
+            }
+            match self.apply(&name, from, &events).await {
+                Ok(next) => {
+                    cursor = Some(next);
+                    backoff = Duration::from_millis(50);
+                    self.status.send_modify(|s| {
+                        s.cursor = next;
+                        s.last_error = None;
+                    });
+                }
+                Err(BatchError::CursorMoved) => {
+                    tracing::warn!(processor = %name, "stored cursor moved under us; reloading");
+                    cursor = None;
+                }
+                Err(e) => {
+                    cursor = None;
+                    self.fail(&name, &e.to_string(), &mut backoff, &shutdown)
+                        .await;
+                }
+            }
+        }
+        if leader {
+            if let Err(e) = self.store.release_lease(&name, &self.options.owner).await {
+                tracing::warn!(processor = %name, error = %e, "could not release the lease");
+            }
+        }
+    }
+
+    /// Applies a batch; on a poison event applies the events before it, parks it, and
+    /// returns the cursor after it (the rest of the batch is read again next round).
+    async fn apply(
+        &self,
+        name: &str,
+        from: LogPosition,
+        events: &[LoggedEvent],
+    ) -> Result<LogPosition, BatchError> {
+        match self.handler.apply(from, events).await {
+            Ok(next) => {
+                metrics::counter!("pm_processor_events_total", "processor" => name.to_string())
+                    .increment(events.len() as u64);
+                Ok(next)
+            }
+            Err(BatchError::Poison { index, reason }) => {
+                let mut at = from;
+                if index > 0 {
+                    at = Box::pin(self.apply(name, from, &events[..index])).await?;
+                }
+                let poison = &events[index];
+                tracing::error!(processor = name, position = %poison.position, event_type = %poison.event_type, %reason, "parking a poison event");
+                let next = self.handler.park(at, poison, &reason).await?;
+                metrics::counter!("pm_processor_parked_total", "processor" => name.to_string())
+                    .increment(1);
+                self.status.send_modify(|s| s.parked += 1);
+                Ok(next)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn report_lag(&self, name: &str, cursor: LogPosition) {
+        if let Ok(head) = self.log.head().await {
+            let lag = (head.seq - cursor.seq).max(0);
+            metrics::gauge!("pm_processor_lag_events", "processor" => name.to_string())
+                .set(lag as f64);
+        }
+    }
+
+    async fn fail(
+        &self,
+        name: &str,
+        error: &str,
+        backoff: &mut Duration,
+        shutdown: &CancellationToken,
+    ) {
+        tracing::warn!(
+            processor = name,
+            error,
+            retry_in_ms = backoff.as_millis() as u64,
+            "processor error; retrying"
+        );
+        self.status
+            .send_modify(|s| s.last_error = Some(error.to_string()));
+        tokio::select! {
+            _ = shutdown.cancelled() => {}
+            _ = tokio::time::sleep(*backoff) => {}
+        }
+        *backoff = (*backoff * 2).min(Duration::from_secs(5));
+    }
+
+    async fn idle(
+        &self,
+        doorbell: &mut watch::Receiver<u64>,
+        wait: Duration,
+        shutdown: &CancellationToken,
+    ) {
+        tokio::select! {
+            _ = shutdown.cancelled() => {}
+            _ = doorbell.changed() => {}
+            _ = tokio::time::sleep(wait) => {}
+        }
+    }
+}

@@ -1,0 +1,21 @@
+//! The analysts' read model: relational tables derived from the global log by the
+//! `read_model` projection, on PostgreSQL and SQLite alike.
+//!
+//! Tables live in generations (`rm_g<N>_<table>`); plain views (`conversations`, `tasks`,
+//! …) point at the current generation, and the API and analysts read the views. A rebuild
+//! replays the log into generation N+1 while N keeps serving, then swaps the views in one
+//! transaction (blue-green). The supported SQL read schema is documented in
+//! `docs/READ_MODEL.md`.
+
+mod apply;
+mod pagination;
+pub mod processors;
+pub mod query;
+pub mod rebuild;
+pub mod schema;
+
+pub use apply::ReadModelProjection;
+pub use pagination::{Page, PageCursor};
+
+/// The name of the projection (and its processor).
+pub const READ_MODEL: &str = "read_model";

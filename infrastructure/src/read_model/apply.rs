@@ -1,0 +1,453 @@
+//! The `read_model` projection: applies facts to the read tables of the current
+//! generation and moves the processor's cursor, in one transaction.
+
+use pm_application::fact::{Fact, FactError};
+use pm_application::log::{LogPosition, LoggedEvent};
+use pm_application::processor::{BatchError, BatchHandler};
+use pm_domain::time;
+use pm_domain::types::TaskCheckpointType;
+
+use super::processors::{self, LockError};
+use super::schema::table;
+use super::READ_MODEL;
+use crate::sql::Dialect;
+use crate::{in_tx, Database};
+
+/// The projection maintaining the read tables.
+#[derive(Debug, Clone)]
+pub struct ReadModelProjection {
+    db: Database,
+    fail_before_commit: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+}
+
+impl ReadModelProjection {
+    /// The projection over `db`.
+    pub fn new(db: Database) -> Self {
+        Self {
+            db,
+            fail_before_commit: None,
+        }
+    }
+
+    /// Test hook: while the flag is set, every batch fails after applying its events and
+    /// before committing (as if the process died there).
+    pub fn with_failure_switch(
+        mut self,
+        switch: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    ) -> Self {
+        self.fail_before_commit = Some(switch);
+        self
+    }
+}
+
+/// Errors inside a projection transaction.
+#[derive(Debug)]
+pub(crate) enum ApplyError {
+    Sql(sqlx::Error),
+    Poison(usize, String),
+    Batch(BatchError),
+}
+
+impl From<sqlx::Error> for ApplyError {
+    fn from(e: sqlx::Error) -> Self {
+        Self::Sql(e)
+    }
+}
+
+impl From<LockError> for ApplyError {
+    fn from(e: LockError) -> Self {
+        match e {
+            LockError::Sql(e) => Self::Sql(e),
+            LockError::Moved => Self::Batch(BatchError::CursorMoved),
+        }
+    }
+}
+
+impl ApplyError {
+    fn into_batch(self) -> BatchError {
+        match self {
+            Self::Sql(e) => BatchError::Transient(e.to_string()),
+            Self::Poison(index, reason) => BatchError::Poison { index, reason },
+            Self::Batch(e) => e,
+        }
+    }
+}
+
+/// Whether a database error is worth retrying as it is (connection trouble, lock
+/// contention, serialization failures) rather than a property of the event.
+pub(crate) fn is_transient(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Database(db) => {
+            let code = db.code().map(|c| c.to_string()).unwrap_or_default();
+            if code.len() == 5 {
+                // PostgreSQL SQLSTATE classes 08 (connection), 40 (rollback: serialization,
+                // deadlock), 53 (resources), 57 (operator intervention).
+                ["08", "40", "53", "57"]
+                    .iter()
+                    .any(|class| code.starts_with(class))
+            } else {
+                // SQLite result codes: BUSY (5) and LOCKED (6), extended codes included.
+                code.parse::<i32>().is_ok_and(|c| matches!(c & 0xff, 5 | 6))
+            }
+        }
+        sqlx::Error::Io(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::Protocol(_)
+        | sqlx::Error::WorkerCrashed => true,
+        _ => false,
+    }
+}
+
+impl BatchHandler for ReadModelProjection {
+    fn name(&self) -> &str {
+        READ_MODEL
+    }
+
+    async fn apply(
+        &self,
+        from: LogPosition,
+        events: &[LoggedEvent],
+    ) -> Result<LogPosition, BatchError> {
+        let Some(last) = events.last().map(|e| e.position) else {
+            return Ok(from);
+        };
+        let fail = self.fail_before_commit.clone();
+        let run = async {
+            in_tx!(&self.db, d, tx, {
+                let generation = processors::lock(&mut *tx, d, READ_MODEL, from).await?;
+                for (index, event) in events.iter().enumerate() {
+                    apply_event(&mut *tx, d, generation, event)
+                        .await
+                        .map_err(|e| match e {
+                            ApplyError::Sql(e) if !is_transient(&e) => {
+                                ApplyError::Poison(index, e.to_string())
+                            }
+                            ApplyError::Poison(_, reason) => ApplyError::Poison(index, reason),
+                            other => other,
+                        })?;
+                }
+                processors::advance(&mut *tx, d, READ_MODEL, last).await?;
+                if fail
+                    .as_ref()
+                    .is_some_and(|f| f.load(std::sync::atomic::Ordering::SeqCst))
+                {
+                    return Err(ApplyError::Batch(BatchError::Transient(
+                        "injected failure before commit".into(),
+                    )));
+                }
+                Ok::<_, ApplyError>(last)
+            })
+        };
+        run.await.map_err(ApplyError::into_batch)
+    }
+
+    async fn park(
+        &self,
+        from: LogPosition,
+        event: &LoggedEvent,
+        reason: &str,
+    ) -> Result<LogPosition, BatchError> {
+        let run = async {
+            in_tx!(&self.db, d, tx, {
+                processors::lock(&mut *tx, d, READ_MODEL, from).await?;
+                processors::park(&mut *tx, d, READ_MODEL, event, reason).await?;
+                processors::advance(&mut *tx, d, READ_MODEL, event.position).await?;
+                Ok::<_, ApplyError>(event.position)
+            })
+        };
+        run.await.map_err(ApplyError::into_batch)
+    }
+}
+
+/// The `tasks_<status>` counter column of a conversation.
+fn status_column(status: Option<&str>) -> &'static str {
+    match status.and_then(TaskCheckpointType::parse) {
+        None => "tasks_not_started",
+        Some(TaskCheckpointType::WorkStarted) => "tasks_work_started",
+        Some(TaskCheckpointType::WorkCompleted) => "tasks_work_completed",
+        Some(TaskCheckpointType::WorkApproved) => "tasks_work_approved",
+        Some(TaskCheckpointType::WorkRejected) => "tasks_work_rejected",
+        Some(TaskCheckpointType::WorkPaused) => "tasks_work_paused",
+    }
+}
+
+/// Applies one event to generation `g` (also used by rebuilds).
+pub(crate) async fn apply_event<E: RmExecutor>(
+    tx: E,
+    d: Dialect,
+    g: i64,
+    event: &LoggedEvent,
+) -> Result<(), ApplyError> {
+    let fact = match Fact::from_logged(event) {
+        Ok(fact) => fact,
+        Err(FactError::Unknown(_)) => return Ok(()),
+        Err(e @ FactError::Malformed { .. }) => return Err(ApplyError::Poison(0, e.to_string())),
+    };
+    let recorded_at = event
+        .metadata
+        .get("recorded_at")
+        .and_then(|v| v.as_str())
+        .map(str::to_string);
+    tx.apply(d, g, event, fact, recorded_at).await
+}
+
+/// A connection the projection's statements can run on (a PostgreSQL or SQLite
+/// transaction).
+pub(crate) trait RmExecutor {
+    /// Applies one fact.
+    async fn apply(
+        self,
+        d: Dialect,
+        g: i64,
+        event: &LoggedEvent,
+        fact: Fact,
+        recorded_at: Option<String>,
+    ) -> Result<(), ApplyError>;
+}
+
+macro_rules! impl_rm_executor {
+    ($conn:ty) => {
+        impl RmExecutor for &mut $conn {
+            async fn apply(self, d: Dialect, g: i64, event: &LoggedEvent, fact: Fact, recorded_at: Option<String>) -> Result<(), ApplyError> {
+                let conn = self;
+                let t = |name: &str| table(g, name);
+                match fact {
+                    Fact::ActorRegistered(f) => {
+                        let sql = format!(
+                            "INSERT INTO {} (id, kind, display_name, external_identity, created_at) \
+                             VALUES ($1::uuid, $2, $3, $4, $5::timestamptz) ON CONFLICT (id) DO NOTHING",
+                            t("actors")
+                        );
+                        sqlx::query(&d.sql(&sql))
+                            .bind(f.id.to_string())
+                            .bind(f.kind.as_str())
+                            .bind(f.display_name.as_str())
+                            .bind(f.external_identity)
+                            .bind(time::format(&f.created_at))
+                            .execute(&mut *conn)
+                            .await?;
+                    }
+                    Fact::ConversationStarted(f) => {
+                        let sql = format!(
+                            "INSERT INTO {} (id, title, external_id, external_source, status, organization, created_at, updated_at, actor_ids) \
+                             VALUES ($1::uuid, $2, $3, $4, $5, $6, $7::timestamptz, $8::timestamptz, $9) ON CONFLICT (id) DO NOTHING",
+                            t("conversations")
+                        );
+                        let created = time::format(&f.created_at);
+                        sqlx::query(&d.sql(&sql))
+                            .bind(f.id.to_string())
+                            .bind(f.title.as_str())
+                            .bind(f.external_id)
+                            .bind(f.external_source)
+                            .bind(f.status)
+                            .bind(f.organization)
+                            .bind(&created)
+                            .bind(recorded_at.unwrap_or(created.clone()))
+                            .bind(serde_json::to_string(&f.actor_ids).unwrap_or_default())
+                            .execute(&mut *conn)
+                            .await?;
+                        let sql = format!(
+                            "INSERT INTO {} (conversation_id, actor_id, ordinal) VALUES ($1::uuid, $2::uuid, $3) \
+                             ON CONFLICT (conversation_id, actor_id) DO NOTHING",
+                            t("conversation_actors")
+                        );
+                        for (ordinal, actor) in f.actor_ids.iter().enumerate() {
+                            sqlx::query(&d.sql(&sql))
+                                .bind(f.id.to_string())
+                                .bind(actor.to_string())
+                                .bind(ordinal as i64)
+                                .execute(&mut *conn)
+                                .await?;
+                        }
+                    }
+                    Fact::ConversationCheckpointCreated(f) => {
+                        let sql = format!(
+                            "INSERT INTO {} (id, conversation_id, checkpoint_type, summary, created_at, log_txid, log_seq) \
+                             VALUES ($1::uuid, $2::uuid, $3, $4, $5::timestamptz, $6, $7) ON CONFLICT (id) DO NOTHING",
+                            t("conversation_checkpoints")
+                        );
+                        let created = time::format(&f.created_at);
+                        sqlx::query(&d.sql(&sql))
+                            .bind(f.id.to_string())
+                            .bind(f.conversation_id.to_string())
+                            .bind(f.checkpoint_type.as_str())
+                            .bind(f.summary.as_str())
+                            .bind(&created)
+                            .bind(event.position.txid)
+                            .bind(event.position.seq)
+                            .execute(&mut *conn)
+                            .await?;
+                        let sql = format!(
+                            "UPDATE {} SET latest_checkpoint_id = $2::uuid, latest_checkpoint_type = $3, \
+                             latest_checkpoint_summary = $4, latest_checkpoint_at = $5::timestamptz, \
+                             checkpoint_count = checkpoint_count + 1, \
+                             updated_at = CASE WHEN updated_at < $6::timestamptz THEN $6::timestamptz ELSE updated_at END \
+                             WHERE id = $1::uuid",
+                            t("conversations")
+                        );
+                        sqlx::query(&d.sql(&sql))
+                            .bind(f.conversation_id.to_string())
+                            .bind(f.id.to_string())
+                            .bind(f.checkpoint_type.as_str())
+                            .bind(f.summary.as_str())
+                            .bind(&created)
+                            .bind(recorded_at.unwrap_or(created.clone()))
+                            .execute(&mut *conn)
+                            .await?;
+                    }
+                    Fact::TaskCreated(f) => {
+                        let created = time::format(&f.created_at);
+                        let sql = format!(
+                            "INSERT INTO {} (id, conversation_id, checkpoint_id, instructions, assigned_to, organization, created_at, status, status_sequence) \
+                             SELECT $1::uuid, $2::uuid, $3::uuid, $4, $5::uuid, \
+                               (SELECT organization FROM {} WHERE id = $2::uuid), $6::timestamptz, 'NOT_STARTED', $7 \
+                             ON CONFLICT (id) DO NOTHING",
+                            t("tasks"),
+                            t("conversations")
+                        );
+                        let inserted = sqlx::query(&d.sql(&sql))
+                            .bind(f.id.to_string())
+                            .bind(f.conversation_id.to_string())
+                            .bind(f.checkpoint_id.to_string())
+                            .bind(f.instructions.as_str())
+                            .bind(f.assigned_to.map(|a| a.to_string()))
+                            .bind(&created)
+                            .bind(event.sequence)
+                            .execute(&mut *conn)
+                            .await?
+                            .rows_affected();
+                        if inserted == 1 {
+                            let sql = format!(
+                                "UPDATE {} SET task_count = task_count + 1, tasks_not_started = tasks_not_started + 1, \
+                                 updated_at = CASE WHEN updated_at < $2::timestamptz THEN $2::timestamptz ELSE updated_at END \
+                                 WHERE id = $1::uuid",
+                                t("conversations")
+                            );
+                            sqlx::query(&d.sql(&sql))
+                                .bind(f.conversation_id.to_string())
+                                .bind(recorded_at.unwrap_or(created))
+                                .execute(&mut *conn)
+                                .await?;
+                        }
+                    }
+                    Fact::TaskCheckpointCreated(f) => {
+                        let sql = format!(
+                            "SELECT status, status_sequence, conversation_id::text FROM {} WHERE id = $1::uuid",
+                            t("tasks")
+                        );
+                        let row: Option<(String, i64, String)> = sqlx::query_as(&d.sql(&sql))
+                            .bind(f.task_id.to_string())
+                            .fetch_optional(&mut *conn)
+                            .await?;
+                        let Some((old_status, status_sequence, conversation_id)) = row else {
+                            return Err(ApplyError::Poison(0, format!("task {} is not in the read model", f.task_id)));
+                        };
+                        let created = time::format(&f.created_at);
+                        let sql = format!(
+                            "INSERT INTO {} (id, task_id, sequence, type, created_at) \
+                             VALUES ($1::uuid, $2::uuid, $3, $4, $5::timestamptz) ON CONFLICT (id) DO NOTHING",
+                            t("task_checkpoints")
+                        );
+                        let inserted = sqlx::query(&d.sql(&sql))
+                            .bind(f.id.to_string())
+                            .bind(f.task_id.to_string())
+                            .bind(event.sequence)
+                            .bind(f.checkpoint_type.as_str())
+                            .bind(&created)
+                            .execute(&mut *conn)
+                            .await?
+                            .rows_affected();
+                        if inserted == 0 {
+                            return Ok(());
+                        }
+                        let kind = f.checkpoint_type.as_str();
+                        let newest = event.sequence > status_sequence;
+                        // Status is the type of the latest checkpoint in the task's own
+                        // event order (stream sequence), never by comparing clocks.
+                        let sql = format!(
+                            "UPDATE {} SET checkpoint_count = checkpoint_count + 1, \
+                             status = CASE WHEN $2 THEN $3 ELSE status END, \
+                             status_changed_at = CASE WHEN $2 THEN $4::timestamptz ELSE status_changed_at END, \
+                             status_sequence = CASE WHEN $2 THEN $5 ELSE status_sequence END, \
+                             first_work_started_at = CASE WHEN first_work_started_at IS NULL AND $3 = 'WORK_STARTED' \
+                               THEN $4::timestamptz ELSE first_work_started_at END, \
+                             last_work_completed_at = CASE WHEN $2 AND $3 = 'WORK_COMPLETED' \
+                               THEN $4::timestamptz ELSE last_work_completed_at END \
+                             WHERE id = $1::uuid",
+                            t("tasks")
+                        );
+                        sqlx::query(&d.sql(&sql))
+                            .bind(f.task_id.to_string())
+                            .bind(newest)
+                            .bind(kind)
+                            .bind(&created)
+                            .bind(event.sequence)
+                            .execute(&mut *conn)
+                            .await?;
+                        let updated_at = recorded_at.unwrap_or(created);
+                        let sql = if newest {
+                            let (old, new) = (status_column(Some(&old_status)), status_column(Some(kind)));
+                            if old == new {
+                                format!("UPDATE {} SET updated_at = CASE WHEN updated_at < $2::timestamptz THEN $2::timestamptz ELSE updated_at END WHERE id = $1::uuid", t("conversations"))
+                            } else {
+                                format!(
+                                    "UPDATE {} SET {old} = {old} - 1, {new} = {new} + 1, \
+                                     updated_at = CASE WHEN updated_at < $2::timestamptz THEN $2::timestamptz ELSE updated_at END \
+                                     WHERE id = $1::uuid",
+                                    t("conversations")
+                                )
+                            }
+                        } else {
+                            format!("UPDATE {} SET updated_at = CASE WHEN updated_at < $2::timestamptz THEN $2::timestamptz ELSE updated_at END WHERE id = $1::uuid", t("conversations"))
+                        };
+                        sqlx::query(&d.sql(&sql))
+                            .bind(conversation_id)
+                            .bind(updated_at)
+                            .execute(&mut *conn)
+                            .await?;
+                    }
+                    Fact::MessageAdded(f) => {
+                        let sql = format!(
+                            "INSERT INTO {} (id, conversation_id, actor_id, task_id, content, external_identity, time, log_txid, log_seq) \
+                             VALUES ($1::uuid, $2::uuid, $3::uuid, $4::uuid, $5, $6, $7::timestamptz, $8, $9) ON CONFLICT (id) DO NOTHING",
+                            t("messages")
+                        );
+                        let at = time::format(&f.time);
+                        let inserted = sqlx::query(&d.sql(&sql))
+                            .bind(f.id.to_string())
+                            .bind(f.conversation_id.to_string())
+                            .bind(f.actor_id.to_string())
+                            .bind(f.task_id.map(|t| t.to_string()))
+                            .bind(f.content.as_str())
+                            .bind(f.external_identity)
+                            .bind(&at)
+                            .bind(event.position.txid)
+                            .bind(event.position.seq)
+                            .execute(&mut *conn)
+                            .await?
+                            .rows_affected();
+                        if inserted == 1 {
+                            let sql = format!(
+                                "UPDATE {} SET message_count = message_count + 1, \
+                                 updated_at = CASE WHEN updated_at < $2::timestamptz THEN $2::timestamptz ELSE updated_at END \
+                                 WHERE id = $1::uuid",
+                                t("conversations")
+                            );
+                            sqlx::query(&d.sql(&sql))
+                                .bind(f.conversation_id.to_string())
+                                .bind(recorded_at.unwrap_or(at))
+                                .execute(&mut *conn)
+                                .await?;
+                        }
+                    }
+                }
+                Ok(())
+            }
+        }
+    };
+}
+
+impl_rm_executor!(sqlx::PgConnection);
+impl_rm_executor!(sqlx::SqliteConnection);

@@ -1,0 +1,44 @@
+//! Queries over the read model's views (`actors`, `conversations`, `tasks`, …), with
+//! keyset pagination. Answers are JSON objects shaped as the API shows them.
+
+mod conversations;
+pub(crate) mod rows;
+mod tasks;
+
+use pm_application::AppError;
+
+use crate::Database;
+
+pub use conversations::ConversationFilter;
+pub use tasks::{StatsGroup, TaskFilter};
+
+/// Read access to the read model.
+#[derive(Debug, Clone)]
+pub struct ReadModel {
+    db: Database,
+}
+
+/// A page request: at most `limit` items after `cursor`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PageRequest {
+    /// 1..=500.
+    pub limit: u32,
+    /// The previous page's `next_cursor`.
+    pub cursor: Option<super::PageCursor>,
+}
+
+impl ReadModel {
+    /// Queries against `db`.
+    pub fn new(db: Database) -> Self {
+        Self { db }
+    }
+}
+
+fn unavailable(e: sqlx::Error) -> AppError {
+    match e {
+        sqlx::Error::ColumnDecode { .. }
+        | sqlx::Error::Decode(_)
+        | sqlx::Error::ColumnNotFound(_) => AppError::Internal(e.to_string()),
+        other => AppError::Unavailable(other.to_string()),
+    }
+}

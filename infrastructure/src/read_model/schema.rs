@@ -1,0 +1,168 @@
+//! The read tables of one generation and the views over the current one.
+
+use crate::sql::Dialect;
+
+/// The tables of a generation, by view name.
+pub const TABLES: &[&str] = &[
+    "actors",
+    "conversations",
+    "conversation_actors",
+    "conversation_checkpoints",
+    "tasks",
+    "task_checkpoints",
+    "messages",
+];
+
+/// The physical name of `table` in generation `generation`.
+pub fn table(generation: i64, table: &str) -> String {
+    format!("rm_g{generation}_{table}")
+}
+
+/// `CREATE TABLE`/`CREATE INDEX` statements of a generation.
+pub fn create_statements(d: Dialect, g: i64) -> Vec<String> {
+    let (uuid, ts, big) = (d.ty("uuid"), d.ty("timestamptz"), d.ty("bigint"));
+    let t = |name: &str| table(g, name);
+    let status_counts = [
+        "not_started",
+        "work_started",
+        "work_completed",
+        "work_approved",
+        "work_rejected",
+        "work_paused",
+    ]
+    .iter()
+    .map(|s| format!("tasks_{s} {big} NOT NULL DEFAULT 0"))
+    .collect::<Vec<_>>()
+    .join(",\n  ");
+    vec![
+        format!(
+            "CREATE TABLE IF NOT EXISTS {} (
+  id {uuid} PRIMARY KEY,
+  kind text NOT NULL,
+  display_name text NOT NULL,
+  external_identity text,
+  created_at {ts} NOT NULL)",
+            t("actors")
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {} (
+  id {uuid} PRIMARY KEY,
+  title text NOT NULL,
+  actor_ids text NOT NULL,
+  external_id text,
+  external_source text,
+  status text,
+  organization text,
+  created_at {ts} NOT NULL,
+  updated_at {ts} NOT NULL,
+  latest_checkpoint_id {uuid},
+  latest_checkpoint_type text,
+  latest_checkpoint_summary text,
+  latest_checkpoint_at {ts},
+  checkpoint_count {big} NOT NULL DEFAULT 0,
+  message_count {big} NOT NULL DEFAULT 0,
+  task_count {big} NOT NULL DEFAULT 0,
+  {status_counts})",
+            t("conversations")
+        ),
+        format!("CREATE INDEX IF NOT EXISTS {0}_created ON {0} (created_at, id)", t("conversations")),
+        format!("CREATE INDEX IF NOT EXISTS {0}_org ON {0} (organization, created_at, id)", t("conversations")),
+        format!("CREATE INDEX IF NOT EXISTS {0}_status ON {0} (status, created_at, id)", t("conversations")),
+        format!("CREATE INDEX IF NOT EXISTS {0}_source ON {0} (external_source, created_at, id)", t("conversations")),
+        format!("CREATE INDEX IF NOT EXISTS {0}_latest ON {0} (latest_checkpoint_type, created_at, id)", t("conversations")),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {} (
+  conversation_id {uuid} NOT NULL,
+  actor_id {uuid} NOT NULL,
+  ordinal {big} NOT NULL,
+  PRIMARY KEY (conversation_id, actor_id))",
+            t("conversation_actors")
+        ),
+        format!("CREATE INDEX IF NOT EXISTS {0}_actor ON {0} (actor_id, conversation_id)", t("conversation_actors")),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {} (
+  id {uuid} PRIMARY KEY,
+  conversation_id {uuid} NOT NULL,
+  checkpoint_type text NOT NULL,
+  summary text NOT NULL,
+  created_at {ts} NOT NULL,
+  log_txid {big} NOT NULL,
+  log_seq {big} NOT NULL)",
+            t("conversation_checkpoints")
+        ),
+        format!(
+            "CREATE INDEX IF NOT EXISTS {0}_conversation ON {0} (conversation_id, log_txid, log_seq)",
+            t("conversation_checkpoints")
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {} (
+  id {uuid} PRIMARY KEY,
+  conversation_id {uuid} NOT NULL,
+  checkpoint_id {uuid} NOT NULL,
+  instructions text NOT NULL,
+  assigned_to {uuid},
+  organization text,
+  created_at {ts} NOT NULL,
+  status text NOT NULL,
+  status_changed_at {ts},
+  status_sequence {big} NOT NULL DEFAULT 1,
+  checkpoint_count {big} NOT NULL DEFAULT 0,
+  first_work_started_at {ts},
+  last_work_completed_at {ts})",
+            t("tasks")
+        ),
+        format!("CREATE INDEX IF NOT EXISTS {0}_created ON {0} (created_at, id)", t("tasks")),
+        format!("CREATE INDEX IF NOT EXISTS {0}_status ON {0} (status, created_at, id)", t("tasks")),
+        format!("CREATE INDEX IF NOT EXISTS {0}_assignee ON {0} (assigned_to, created_at, id)", t("tasks")),
+        format!("CREATE INDEX IF NOT EXISTS {0}_conversation ON {0} (conversation_id, created_at, id)", t("tasks")),
+        format!("CREATE INDEX IF NOT EXISTS {0}_checkpoint ON {0} (checkpoint_id, created_at, id)", t("tasks")),
+        format!("CREATE INDEX IF NOT EXISTS {0}_org ON {0} (organization, created_at, id)", t("tasks")),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {} (
+  id {uuid} PRIMARY KEY,
+  task_id {uuid} NOT NULL,
+  sequence {big} NOT NULL,
+  type text NOT NULL,
+  created_at {ts} NOT NULL,
+  UNIQUE (task_id, sequence))",
+            t("task_checkpoints")
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {} (
+  id {uuid} PRIMARY KEY,
+  conversation_id {uuid} NOT NULL,
+  actor_id {uuid} NOT NULL,
+  task_id {uuid},
+  content text NOT NULL,
+  external_identity text,
+  time {ts} NOT NULL,
+  log_txid {big} NOT NULL,
+  log_seq {big} NOT NULL)",
+            t("messages")
+        ),
+        format!("CREATE INDEX IF NOT EXISTS {0}_conversation ON {0} (conversation_id, time, id)", t("messages")),
+        format!("CREATE INDEX IF NOT EXISTS {0}_task ON {0} (conversation_id, task_id, time, id)", t("messages")),
+        format!("CREATE INDEX IF NOT EXISTS {0}_actor ON {0} (conversation_id, actor_id, time, id)", t("messages")),
+    ]
+}
+
+/// `DROP TABLE` statements of a generation.
+pub fn drop_statements(g: i64) -> Vec<String> {
+    TABLES
+        .iter()
+        .map(|name| format!("DROP TABLE IF EXISTS {}", table(g, name)))
+        .collect()
+}
+
+/// Statements pointing the views at generation `g`.
+pub fn view_statements(g: i64) -> Vec<String> {
+    TABLES
+        .iter()
+        .flat_map(|name| {
+            [
+                format!("DROP VIEW IF EXISTS {name}"),
+                format!("CREATE VIEW {name} AS SELECT * FROM {}", table(g, name)),
+            ]
+        })
+        .collect()
+}

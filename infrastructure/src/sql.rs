@@ -1,0 +1,124 @@
+//! One SQL text for both databases. Statements are written in PostgreSQL's dialect with
+//! explicit casts on parameters and columns (`$1::uuid`, `id::text`); for SQLite the casts
+//! are removed (SQLite binds `$N` by number, and stores ids and times as text). Code that
+//! runs the statements is written once and expanded for both pool types by [`on_db!`] and
+//! [`in_tx!`].
+
+use std::borrow::Cow;
+
+/// The SQL dialect of a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// PostgreSQL.
+    Postgres,
+    /// SQLite.
+    Sqlite,
+}
+
+const CASTS: &[&str] = &[
+    "::timestamptz",
+    "::uuid",
+    "::text",
+    "::bigint",
+    "::jsonb",
+    "::xid8",
+];
+
+impl Dialect {
+    /// The statement for this dialect.
+    pub fn sql<'a>(self, pg: &'a str) -> Cow<'a, str> {
+        match self {
+            Self::Postgres => Cow::Borrowed(pg),
+            Self::Sqlite => {
+                let mut s = pg.replace(" FOR UPDATE", "");
+                for cast in CASTS {
+                    s = s.replace(cast, "");
+                }
+                Cow::Owned(s)
+            }
+        }
+    }
+
+    /// A column type for DDL: `uuid` and `timestamptz` are `text` in SQLite.
+    pub fn ty(self, pg_type: &'static str) -> &'static str {
+        match (self, pg_type) {
+            (Self::Sqlite, "uuid" | "timestamptz") => "text",
+            (Self::Sqlite, "bigint") => "integer",
+            (_, t) => t,
+        }
+    }
+
+    /// `::<ty>` on PostgreSQL, nothing on SQLite (for SQL built piece by piece).
+    pub fn cast(self, ty: &'static str) -> &'static str {
+        match (self, ty) {
+            (Self::Sqlite, _) => "",
+            (_, "uuid") => "::uuid",
+            (_, "timestamptz") => "::timestamptz",
+            (_, "text") => "::text",
+            (_, _) => "",
+        }
+    }
+}
+
+/// Evaluates `$body` (an expression of type `Result<T, sqlx::Error>`, which may use `?`)
+/// with `$d` (the [`Dialect`]) and `$pool` bound to the database's pool; the body is
+/// compiled once per pool type, so `T` must not depend on it.
+#[macro_export]
+macro_rules! on_db {
+    ($db:expr, $d:ident, $pool:ident, $body:expr) => {
+        match $db {
+            $crate::Database::Postgres($pool) => {
+                let $d = $crate::sql::Dialect::Postgres;
+                async { $body }.await
+            }
+            $crate::Database::Sqlite($pool) => {
+                let $d = $crate::sql::Dialect::Sqlite;
+                async { $body }.await
+            }
+        }
+    };
+}
+
+/// Runs `$body` (an expression of type `Result<T, E>` with `E: From<sqlx::Error>`) in a
+/// transaction `$tx` (`BEGIN IMMEDIATE` on SQLite, so a read-then-write transaction never
+/// has to upgrade its lock); commits on `Ok`, rolls back on `Err`.
+#[macro_export]
+macro_rules! in_tx {
+    ($db:expr, $d:ident, $tx:ident, $body:expr) => {
+        match $db {
+            $crate::Database::Postgres(pool) => {
+                let $d = $crate::sql::Dialect::Postgres;
+                let mut $tx = pool.begin().await?;
+                let out = async { $body }.await;
+                if out.is_ok() {
+                    $tx.commit().await?;
+                }
+                out
+            }
+            $crate::Database::Sqlite(pool) => {
+                let $d = $crate::sql::Dialect::Sqlite;
+                let mut $tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+                let out = async { $body }.await;
+                if out.is_ok() {
+                    $tx.commit().await?;
+                }
+                out
+            }
+        }
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqlite_drops_casts_and_row_locks() {
+        let pg = "SELECT id::text FROM t WHERE id = $1::uuid AND at > $2::timestamptz FOR UPDATE";
+        assert_eq!(Dialect::Postgres.sql(pg), pg);
+        assert_eq!(
+            Dialect::Sqlite.sql(pg),
+            "SELECT id FROM t WHERE id = $1 AND at > $2"
+        );
+    }
+}
