@@ -62,6 +62,12 @@ pub enum Command {
     Serve,
     /// Migrate the database schema and exit.
     Migrate,
+    /// Rebuild a projection from the start of the log into fresh tables, then swap them in
+    /// (blue-green: running services keep serving the old tables meanwhile), and exit.
+    Rebuild {
+        /// The projection (`read_model`).
+        name: String,
+    },
 }
 
 /// A setting that cannot work.

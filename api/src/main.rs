@@ -14,12 +14,14 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 async fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+            EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| EnvFilter::new("info,sqlx::postgres::notice=warn")),
         )
         .init();
     let config = Config::parse();
     let result = match config.command {
         Some(Command::Migrate) => migrate(&config).await,
+        Some(Command::Rebuild { ref name }) => rebuild(&config, name).await,
         Some(Command::Serve) | None => serve(&config).await,
     };
     match result {
@@ -42,6 +44,22 @@ async fn migrate(config: &Config) -> Result<(), Box<dyn std::error::Error>> {
     let db = pm_infrastructure::Database::connect(config.database_url(), 2).await?;
     db.migrate().await?;
     tracing::info!(store = db.kind(), "schema is up to date");
+    Ok(())
+}
+
+async fn rebuild(config: &Config, name: &str) -> Result<(), Box<dyn std::error::Error>> {
+    config.validate()?;
+    let db = pm_infrastructure::Database::connect(config.database_url(), 4).await?;
+    db.migrate().await?;
+    pm_infrastructure::read_model::rebuild::ensure_schema(&db).await?;
+    let (_doorbell, rx) = tokio::sync::watch::channel(0);
+    let log = pm_infrastructure::log::DbLogReader::new(db.clone(), rx);
+    let report = pm_infrastructure::read_model::rebuild::rebuild(&db, &log, name).await?;
+    println!(
+        "rebuilt {name}: generation {} from {} events ({} skipped), continuing after position {}",
+        report.generation, report.events, report.skipped, report.cursor
+    );
+    db.close().await;
     Ok(())
 }
 

@@ -3,7 +3,7 @@
 use utoipa::OpenApi;
 
 use crate::error::Problem;
-use crate::routes::{commands, events, ops};
+use crate::routes::{admin, commands, events, ops, queries};
 
 /// The API description.
 #[derive(OpenApi)]
@@ -17,6 +17,18 @@ use crate::routes::{commands, events, ops};
         commands::create_task_checkpoint,
         commands::add_message,
         events::events,
+        queries::actor,
+        queries::conversations,
+        queries::conversation,
+        queries::checkpoints,
+        queries::messages,
+        queries::conversation_tasks,
+        queries::tasks,
+        queries::task,
+        queries::task_stats,
+        admin::processors,
+        admin::parked,
+        admin::rebuild_projection,
         ops::healthz,
         ops::readyz,
         ops::metrics,
@@ -35,6 +47,8 @@ use crate::routes::{commands, events, ops};
     tags(
         (name = "commands", description = "Each emits exactly one project_manager.* fact"),
         (name = "events", description = "The global, ordered event log"),
+        (name = "queries", description = "Read models (eventually consistent; ?min_position= for read-your-writes)"),
+        (name = "admin", description = "Operator controls"),
         (name = "operations", description = "Health, readiness, metrics"),
     )
 )]

@@ -8,6 +8,7 @@
 //! `docs/READ_MODEL.md`.
 
 mod apply;
+mod batch;
 mod pagination;
 pub mod processors;
 pub mod query;

@@ -32,6 +32,89 @@ struct Args {
     /// Bearer token (admin), if the service has tokens.
     #[arg(long)]
     token: Option<String>,
+    /// Also measure the read model's lag under the load: samples `lag_events` of
+    /// `GET /v1/admin/processors` every 200 ms, and every 100 ms posts one extra message
+    /// and times how long until `GET /v1/conversations/{id}?min_position=` sees it.
+    #[arg(long)]
+    measure_lag: bool,
+}
+
+/// Lag samples: events behind, and milliseconds from 201 to visible in the read model.
+async fn measure_lag(
+    client: reqwest::Client,
+    args: Arc<Args>,
+    actor: String,
+    conversation: String,
+    stop: Arc<AtomicBool>,
+) -> Value {
+    let mut lag_events: Vec<i64> = Vec::new();
+    let mut visible_ms: Vec<f64> = Vec::new();
+    let mut tick = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        tick += 1;
+        if tick % 2 == 0 {
+            let mut req = client.get(format!("{}/v1/admin/processors", args.base));
+            if let Some(token) = &args.token {
+                req = req.bearer_auth(token);
+            }
+            if let Ok(res) = req.send().await {
+                if let Ok(body) = res.json::<Value>().await {
+                    if let Some(lag) = body["processors"].as_array().and_then(|ps| {
+                        ps.iter()
+                            .find(|p| p["name"] == "read_model")
+                            .and_then(|p| p["lag_events"].as_i64())
+                    }) {
+                        lag_events.push(lag);
+                    }
+                }
+            }
+        }
+        let mut req = client
+            .post(format!(
+                "{}/v1/conversations/{conversation}/messages",
+                args.base
+            ))
+            .json(&json!({"actor_id": actor, "content": "lag probe"}));
+        if let Some(token) = &args.token {
+            req = req.bearer_auth(token);
+        }
+        let Ok(res) = req.send().await else { continue };
+        let acknowledged = Instant::now();
+        let Some(position) = res
+            .headers()
+            .get("x-event-position")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+        else {
+            continue;
+        };
+        let mut req = client.get(format!(
+            "{}/v1/conversations/{conversation}?min_position={position}",
+            args.base
+        ));
+        if let Some(token) = &args.token {
+            req = req.bearer_auth(token);
+        }
+        if matches!(req.send().await, Ok(r) if r.status().is_success()) {
+            visible_ms.push(acknowledged.elapsed().as_secs_f64() * 1000.0);
+        }
+    }
+    lag_events.sort();
+    visible_ms.sort_by(f64::total_cmp);
+    let p = |v: &[f64], q: f64| {
+        v.get(((v.len() as f64 * q) as usize).min(v.len().saturating_sub(1)))
+            .copied()
+    };
+    json!({
+        "lag_events_max": lag_events.last(),
+        "lag_events_mean": if lag_events.is_empty() { 0.0 } else { lag_events.iter().sum::<i64>() as f64 / lag_events.len() as f64 },
+        "lag_samples": lag_events.len(),
+        "visible_after_ms_p50": p(&visible_ms, 0.5),
+        "visible_after_ms_p99": p(&visible_ms, 0.99),
+        "visible_after_ms_max": visible_ms.last(),
+        "visibility_samples": visible_ms.len(),
+    })
 }
 
 async fn post(
@@ -149,8 +232,21 @@ async fn main() -> Result<(), String> {
             latencies
         }));
     }
+    let lag = args.measure_lag.then(|| {
+        tokio::spawn(measure_lag(
+            client.clone(),
+            args.clone(),
+            actor.clone(),
+            conversation.clone(),
+            stop.clone(),
+        ))
+    });
     tokio::time::sleep(Duration::from_secs(args.seconds)).await;
     stop.store(true, Ordering::Relaxed);
+    let lag = match lag {
+        Some(handle) => handle.await.map_err(|e| e.to_string())?,
+        None => Value::Null,
+    };
     let mut latencies = Vec::new();
     for w in workers {
         latencies.extend(w.await.map_err(|e| e.to_string())?);
@@ -174,6 +270,7 @@ async fn main() -> Result<(), String> {
             "rate_per_s": ok as f64 / elapsed,
             "p50_ms": pct(0.50),
             "p99_ms": pct(0.99),
+            "read_model_lag": lag,
         })
     );
     Ok(())

@@ -7,6 +7,7 @@ use pm_application::processor::{BatchError, BatchHandler};
 use pm_domain::time;
 use pm_domain::types::TaskCheckpointType;
 
+use super::batch::{BatchExecutor, BatchFail};
 use super::processors::{self, LockError};
 use super::schema::table;
 use super::READ_MODEL;
@@ -113,7 +114,81 @@ impl BatchHandler for ReadModelProjection {
         let Some(last) = events.last().map(|e| e.position) else {
             return Ok(from);
         };
-        let fail = self.fail_before_commit.clone();
+        match self.apply_fast(from, last, events).await {
+            Ok(next) => Ok(next),
+            Err(ApplyError::Sql(e)) if !is_transient(&e) => {
+                tracing::debug!(error = %e, "batch failed; replaying it event by event");
+                self.apply_slow(from, last, events).await
+            }
+            Err(ApplyError::Poison(_, reason)) => {
+                tracing::debug!(%reason, "batch has an unreadable event; replaying it event by event");
+                self.apply_slow(from, last, events).await
+            }
+            Err(e) => Err(e.into_batch()),
+        }
+    }
+
+    async fn park(
+        &self,
+        from: LogPosition,
+        event: &LoggedEvent,
+        reason: &str,
+    ) -> Result<LogPosition, BatchError> {
+        let run = async {
+            in_tx!(&self.db, d, tx, {
+                processors::lock(&mut *tx, d, READ_MODEL, from).await?;
+                processors::park(&mut *tx, d, READ_MODEL, event, reason).await?;
+                processors::advance(&mut *tx, d, READ_MODEL, event.position).await?;
+                Ok::<_, ApplyError>(event.position)
+            })
+        };
+        run.await.map_err(ApplyError::into_batch)
+    }
+}
+
+impl ReadModelProjection {
+    fn injected_failure(&self) -> Result<(), ApplyError> {
+        if self
+            .fail_before_commit
+            .as_ref()
+            .is_some_and(|f| f.load(std::sync::atomic::Ordering::SeqCst))
+        {
+            return Err(ApplyError::Batch(BatchError::Transient(
+                "injected failure before commit".into(),
+            )));
+        }
+        Ok(())
+    }
+
+    /// The whole batch in a few multi-row statements.
+    async fn apply_fast(
+        &self,
+        from: LogPosition,
+        last: LogPosition,
+        events: &[LoggedEvent],
+    ) -> Result<LogPosition, ApplyError> {
+        in_tx!(&self.db, d, tx, {
+            let generation = processors::lock(&mut *tx, d, READ_MODEL, from).await?;
+            (&mut *tx)
+                .apply_batch(d, generation, events)
+                .await
+                .map_err(|e| match e {
+                    BatchFail::Sql(e) => ApplyError::Sql(e),
+                    BatchFail::Unreadable(reason) => ApplyError::Poison(0, reason),
+                })?;
+            processors::advance(&mut *tx, d, READ_MODEL, last).await?;
+            self.injected_failure()?;
+            Ok::<_, ApplyError>(last)
+        })
+    }
+
+    /// Event by event, so a failure names the poison event's index.
+    async fn apply_slow(
+        &self,
+        from: LogPosition,
+        last: LogPosition,
+        events: &[LoggedEvent],
+    ) -> Result<LogPosition, BatchError> {
         let run = async {
             in_tx!(&self.db, d, tx, {
                 let generation = processors::lock(&mut *tx, d, READ_MODEL, from).await?;
@@ -129,32 +204,8 @@ impl BatchHandler for ReadModelProjection {
                         })?;
                 }
                 processors::advance(&mut *tx, d, READ_MODEL, last).await?;
-                if fail
-                    .as_ref()
-                    .is_some_and(|f| f.load(std::sync::atomic::Ordering::SeqCst))
-                {
-                    return Err(ApplyError::Batch(BatchError::Transient(
-                        "injected failure before commit".into(),
-                    )));
-                }
+                self.injected_failure()?;
                 Ok::<_, ApplyError>(last)
-            })
-        };
-        run.await.map_err(ApplyError::into_batch)
-    }
-
-    async fn park(
-        &self,
-        from: LogPosition,
-        event: &LoggedEvent,
-        reason: &str,
-    ) -> Result<LogPosition, BatchError> {
-        let run = async {
-            in_tx!(&self.db, d, tx, {
-                processors::lock(&mut *tx, d, READ_MODEL, from).await?;
-                processors::park(&mut *tx, d, READ_MODEL, event, reason).await?;
-                processors::advance(&mut *tx, d, READ_MODEL, event.position).await?;
-                Ok::<_, ApplyError>(event.position)
             })
         };
         run.await.map_err(ApplyError::into_batch)

@@ -85,8 +85,16 @@ async fn generation(db: &Database) -> Result<i64, sqlx::Error> {
 /// # Errors
 /// A failed statement.
 pub async fn ensure_schema(db: &Database) -> Result<(), sqlx::Error> {
-    let g = generation(db).await?;
+    generation(db).await?;
     let result: Result<(), sqlx::Error> = in_tx!(db, d, tx, {
+        // Replicas starting together take turns (view DDL does not like company).
+        let g: i32 = sqlx::query_scalar(
+            &d.sql("SELECT generation FROM processors WHERE name = $1 FOR UPDATE"),
+        )
+        .bind(READ_MODEL)
+        .fetch_one(&mut *tx)
+        .await?;
+        let g = i64::from(g);
         for statement in create_statements(d, g) {
             sqlx::query(&statement).execute(&mut *tx).await?;
         }
