@@ -116,6 +116,18 @@ pub fn router(state: AppState) -> Router {
             command(s, INGRESS_LLM, post(commands::add_message))
                 .merge(read(s, get(queries::messages))),
         )
+        .route(
+            "/v1/conversations/{id}/checkpoints/{child}",
+            read(s, get(queries::checkpoint)),
+        )
+        .route(
+            "/v1/conversations/{id}/messages/{child}",
+            read(s, get(queries::message)),
+        )
+        .route(
+            "/v1/tasks/{id}/checkpoints/{child}",
+            read(s, get(queries::task_checkpoint)),
+        )
         .route("/v1/tasks", read(s, get(queries::tasks)))
         .route("/v1/tasks/{id}", read(s, get(queries::task)))
         .route(

@@ -376,3 +376,72 @@ pub async fn task_stats(
     read_your_writes(&state, &p.min_position).await?;
     Ok(Json(state.read_model.task_stats(group).await?))
 }
+
+/// Path of a child entity: its parent's id and its own.
+#[derive(Debug, Deserialize)]
+pub struct ChildPath {
+    /// The parent (conversation or task).
+    pub id: String,
+    /// The child's id.
+    pub child: String,
+}
+
+/// `GET /v1/conversations/{id}/checkpoints/{child}`.
+#[utoipa::path(get, path = "/v1/conversations/{id}/checkpoints/{child}", tag = "queries",
+    params(("id" = Uuid, Path), ("child" = Uuid, Path), ListParams),
+    responses((status = 200, description = "The checkpoint"), (status = 404, body = crate::error::Problem)))]
+pub async fn checkpoint(
+    State(state): State<AppState>,
+    Path(p): Path<ChildPath>,
+    ApiQuery(q): ApiQuery<ListParams>,
+) -> Result<Json<Value>, ApiError> {
+    let conversation = path_uuid(&p.id, "conversation_not_found", "conversation")?;
+    let id = path_uuid(&p.child, "checkpoint_not_found", "checkpoint")?;
+    read_your_writes(&state, &q.min_position).await?;
+    found(
+        state.read_model.checkpoint(conversation, id).await?,
+        "checkpoint_not_found",
+        "checkpoint",
+        id,
+    )
+}
+
+/// `GET /v1/conversations/{id}/messages/{child}`.
+#[utoipa::path(get, path = "/v1/conversations/{id}/messages/{child}", tag = "queries",
+    params(("id" = Uuid, Path), ("child" = Uuid, Path), ListParams),
+    responses((status = 200, description = "The message"), (status = 404, body = crate::error::Problem)))]
+pub async fn message(
+    State(state): State<AppState>,
+    Path(p): Path<ChildPath>,
+    ApiQuery(q): ApiQuery<ListParams>,
+) -> Result<Json<Value>, ApiError> {
+    let conversation = path_uuid(&p.id, "conversation_not_found", "conversation")?;
+    let id = path_uuid(&p.child, "message_not_found", "message")?;
+    read_your_writes(&state, &q.min_position).await?;
+    found(
+        state.read_model.message(conversation, id).await?,
+        "message_not_found",
+        "message",
+        id,
+    )
+}
+
+/// `GET /v1/tasks/{id}/checkpoints/{child}`.
+#[utoipa::path(get, path = "/v1/tasks/{id}/checkpoints/{child}", tag = "queries",
+    params(("id" = Uuid, Path), ("child" = Uuid, Path), ListParams),
+    responses((status = 200, description = "The task checkpoint"), (status = 404, body = crate::error::Problem)))]
+pub async fn task_checkpoint(
+    State(state): State<AppState>,
+    Path(p): Path<ChildPath>,
+    ApiQuery(q): ApiQuery<ListParams>,
+) -> Result<Json<Value>, ApiError> {
+    let task = path_uuid(&p.id, "task_not_found", "task")?;
+    let id = path_uuid(&p.child, "task_checkpoint_not_found", "task checkpoint")?;
+    read_your_writes(&state, &q.min_position).await?;
+    found(
+        state.read_model.task_checkpoint(task, id).await?,
+        "task_checkpoint_not_found",
+        "task checkpoint",
+        id,
+    )
+}

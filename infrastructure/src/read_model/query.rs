@@ -3,6 +3,7 @@
 
 mod conversations;
 pub(crate) mod rows;
+mod single;
 mod tasks;
 
 use pm_application::AppError;
