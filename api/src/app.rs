@@ -68,6 +68,10 @@ pub struct Application {
     addr: SocketAddr,
     state: AppState,
     runner: ReadModelRunner,
+    doorbell: (
+        tokio::sync::watch::Receiver<u64>,
+        tokio::sync::watch::Sender<u64>,
+    ),
 }
 
 /// The process-wide Prometheus recorder (installed once, shared by every application in
@@ -110,9 +114,12 @@ impl Application {
         let db = Database::connect(config.database_url(), config.db_pool_size).await?;
         db.migrate().await?;
         ensure_schema(&db).await.map_err(DbError::Query)?;
-        let (doorbell, doorbell_rx) = tokio::sync::watch::channel(0u64);
+        // Appends ring `local`; the doorbell task forwards to `readers` (and across
+        // replicas on PostgreSQL).
+        let (local, local_rx) = tokio::sync::watch::channel(0u64);
+        let (readers, readers_rx) = tokio::sync::watch::channel(0u64);
         let known = Arc::new(KnownEntities::new(200_000));
-        let store = PmStore::new(db.clone(), 100_000, known.clone(), doorbell);
+        let store = PmStore::new(db.clone(), 100_000, known.clone(), local);
         let lookup = StoreLookup::new(db.clone(), known);
         let bus = CommandBus::new(
             store,
@@ -120,7 +127,7 @@ impl Application {
             config.command_attempts,
         );
         let commands = Commands::new(bus, Arc::new(SystemClock));
-        let log = DbLogReader::new(db.clone(), doorbell_rx);
+        let log = DbLogReader::new(db.clone(), readers_rx);
         let owner = format!("{}-{}", std::process::id(), uuid::Uuid::now_v7());
         let mut projection = ReadModelProjection::new(db.clone());
         if let Some(switch) = hooks.fail_projection_before_commit {
@@ -170,6 +177,7 @@ impl Application {
             addr,
             state,
             runner,
+            doorbell: (local_rx, readers),
         })
     }
 
@@ -202,6 +210,8 @@ impl Application {
         let purge = spawn_idempotency_purge(self.state.idempotency.clone(), token.clone());
         let upkeep = spawn_metrics_upkeep(self.state.metrics.clone(), token.clone());
         let runner = tokio::spawn(self.runner.run(token.clone()));
+        let (local, readers) = self.doorbell;
+        pm_infrastructure::doorbell::spawn(db.clone(), local, readers, token.clone());
         let router = routes::router(self.state);
         tracing::info!(addr = %self.addr, store = db.kind(), "project-manager listening");
         let signal_token = token.clone();

@@ -4,6 +4,7 @@
 //! - [`store`]: the cqrs-es event store ([`store::PmStore`]): loads through postgres-es /
 //!   sqlite-es, appends each command's facts in one statement, serializes commands per
 //!   aggregate in-process and keeps recently used aggregates in memory.
+//! - [`doorbell`]: wakes log readers after appends, across replicas on PostgreSQL.
 //! - [`lookup`]: the domain's lookup port over the event store.
 //! - [`log`]: the global log reader (commit-safe order on PostgreSQL).
 //! - [`idempotency`]: the `Idempotency-Key` store.
@@ -12,6 +13,7 @@
 //! - [`sql`]: one SQL text for both databases.
 
 pub mod db;
+pub mod doorbell;
 pub mod idempotency;
 pub mod log;
 pub mod lookup;
