@@ -65,6 +65,15 @@ impl From<LockError> for ApplyError {
 }
 
 impl ApplyError {
+    /// Names event `index` of a batch as the culprit of a failure that is not transient.
+    pub(crate) fn at(self, index: usize) -> Self {
+        match self {
+            Self::Sql(e) if !is_transient(&e) => Self::Poison(index, e.to_string()),
+            Self::Poison(_, reason) => Self::Poison(index, reason),
+            other => other,
+        }
+    }
+
     fn into_batch(self) -> BatchError {
         match self {
             Self::Sql(e) => BatchError::Transient(e.to_string()),
@@ -195,13 +204,7 @@ impl ReadModelProjection {
                 for (index, event) in events.iter().enumerate() {
                     apply_event(&mut *tx, d, generation, event)
                         .await
-                        .map_err(|e| match e {
-                            ApplyError::Sql(e) if !is_transient(&e) => {
-                                ApplyError::Poison(index, e.to_string())
-                            }
-                            ApplyError::Poison(_, reason) => ApplyError::Poison(index, reason),
-                            other => other,
-                        })?;
+                        .map_err(|e| e.at(index))?;
                 }
                 processors::advance(&mut *tx, d, READ_MODEL, last).await?;
                 self.injected_failure()?;

@@ -1,6 +1,22 @@
 //! Queries over the read model's views (`actors`, `conversations`, `tasks`, …), with
 //! keyset pagination. Answers are JSON objects shaped as the API shows them.
 
+/// Appends `AND (<column>, id) > (<cursor time>, <cursor id>)` for keyset pagination by a
+/// time column.
+macro_rules! after_cursor {
+    ($q:ident, $d:ident, $column:literal, $cursor:expr) => {
+        if let Some(c) = &$cursor {
+            $q.push(concat!(" AND (", $column, ", id) > ("))
+                .push_bind(c.k.clone())
+                .push($d.cast("timestamptz"))
+                .push(", ")
+                .push_bind(c.id.clone())
+                .push($d.cast("uuid"))
+                .push(")");
+        }
+    };
+}
+
 mod conversations;
 pub(crate) mod rows;
 mod single;

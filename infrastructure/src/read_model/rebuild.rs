@@ -12,7 +12,7 @@ use pm_application::log::{EventFilter, LogPosition, LogReader, LoggedEvent};
 use pm_application::AppError;
 use pm_domain::time;
 
-use super::apply::{apply_event, is_transient, ApplyError};
+use super::apply::{apply_event, ApplyError};
 use super::processors::DbProcessorStore;
 use super::schema::{create_statements, drop_statements, view_statements};
 use super::READ_MODEL;
@@ -301,13 +301,7 @@ async fn apply_batch(
             for (index, event) in slice.iter().enumerate() {
                 apply_event(&mut *tx, d, g, event)
                     .await
-                    .map_err(|e| match e {
-                        ApplyError::Sql(e) if !is_transient(&e) => {
-                            ApplyError::Poison(index, e.to_string())
-                        }
-                        ApplyError::Poison(_, reason) => ApplyError::Poison(index, reason),
-                        other => other,
-                    })?;
+                    .map_err(|e| e.at(index))?;
             }
             Ok(slice.len())
         });

@@ -5,7 +5,9 @@ use pm_domain::time;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use super::rows::{compact, RowExt};
+use super::rows::{
+    checkpoint_json, compact, message_json, RowExt, CHECKPOINT_COLUMNS, MESSAGE_COLUMNS,
+};
 use super::{unavailable, PageRequest, ReadModel};
 use crate::on_db;
 use crate::read_model::{Page, PageCursor};
@@ -172,15 +174,7 @@ impl ReadModel {
             if let Some(before) = filter.created_before {
                 q.push(" AND created_at < ").push_bind(time::format(&before)).push(d.cast("timestamptz"));
             }
-            if let Some(c) = &req.cursor {
-                q.push(" AND (created_at, id) > (")
-                    .push_bind(c.k.clone())
-                    .push(d.cast("timestamptz"))
-                    .push(", ")
-                    .push_bind(c.id.clone())
-                    .push(d.cast("uuid"))
-                    .push(")");
-            }
+            after_cursor!(q, d, "created_at", req.cursor);
             q.push(" ORDER BY created_at, id LIMIT ").push_bind(i64::from(req.limit) + 1);
             let rows = q.build().fetch_all(pool).await?;
             rows.iter()
@@ -208,10 +202,9 @@ impl ReadModel {
     ) -> Result<Page<Value>, AppError> {
         let items = on_db!(&self.db, d, pool, {
             let mut q = sqlx::QueryBuilder::new(
-                d.sql(
-                    "SELECT id::text AS id, conversation_id::text AS conversation_id, checkpoint_type, summary, created_at, \
-                     log_txid, log_seq FROM conversation_checkpoints WHERE conversation_id = ",
-                )
+                d.sql(&format!(
+                    "SELECT {CHECKPOINT_COLUMNS}, log_txid, log_seq FROM conversation_checkpoints WHERE conversation_id = "
+                ))
                 .into_owned(),
             );
             q.push_bind(conversation_id.to_string()).push(d.cast("uuid"));
@@ -230,13 +223,7 @@ impl ReadModel {
                         k: format!("{}.{}", r.int("log_txid")?, r.int("log_seq")?),
                         id: r.string("id")?,
                     };
-                    let v = json!({
-                        "id": r.text("id")?,
-                        "conversation_id": r.text("conversation_id")?,
-                        "checkpoint_type": r.text("checkpoint_type")?,
-                        "summary": r.text("summary")?,
-                        "created_at": r.time("created_at")?,
-                    });
+                    let v = checkpoint_json(r)?;
                     Ok::<_, sqlx::Error>((v, cursor))
                 })
                 .collect::<Result<Vec<_>, _>>()
@@ -258,29 +245,26 @@ impl ReadModel {
     ) -> Result<Page<Value>, AppError> {
         let items = on_db!(&self.db, d, pool, {
             let mut q = sqlx::QueryBuilder::new(
-                d.sql(
-                    "SELECT id::text AS id, conversation_id::text AS conversation_id, actor_id::text AS actor_id, \
-                     task_id::text AS task_id, content, external_identity, time FROM messages WHERE conversation_id = ",
-                )
+                d.sql(&format!(
+                    "SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = "
+                ))
                 .into_owned(),
             );
-            q.push_bind(conversation_id.to_string()).push(d.cast("uuid"));
+            q.push_bind(conversation_id.to_string())
+                .push(d.cast("uuid"));
             if let Some(task) = task_id {
-                q.push(" AND task_id = ").push_bind(task.to_string()).push(d.cast("uuid"));
+                q.push(" AND task_id = ")
+                    .push_bind(task.to_string())
+                    .push(d.cast("uuid"));
             }
             if let Some(actor) = actor_id {
-                q.push(" AND actor_id = ").push_bind(actor.to_string()).push(d.cast("uuid"));
+                q.push(" AND actor_id = ")
+                    .push_bind(actor.to_string())
+                    .push(d.cast("uuid"));
             }
-            if let Some(c) = &req.cursor {
-                q.push(" AND (time, id) > (")
-                    .push_bind(c.k.clone())
-                    .push(d.cast("timestamptz"))
-                    .push(", ")
-                    .push_bind(c.id.clone())
-                    .push(d.cast("uuid"))
-                    .push(")");
-            }
-            q.push(" ORDER BY time, id LIMIT ").push_bind(i64::from(req.limit) + 1);
+            after_cursor!(q, d, "time", req.cursor);
+            q.push(" ORDER BY time, id LIMIT ")
+                .push_bind(i64::from(req.limit) + 1);
             let rows = q.build().fetch_all(pool).await?;
             rows.iter()
                 .map(|r| {
@@ -288,15 +272,7 @@ impl ReadModel {
                         k: r.time("time")?.as_str().unwrap_or_default().to_string(),
                         id: r.string("id")?,
                     };
-                    let v = compact(json!({
-                        "id": r.text("id")?,
-                        "time": r.time("time")?,
-                        "actor_id": r.text("actor_id")?,
-                        "conversation_id": r.text("conversation_id")?,
-                        "task_id": r.text("task_id")?,
-                        "content": r.text("content")?,
-                        "external_identity": r.text("external_identity")?,
-                    }));
+                    let v = message_json(r)?;
                     Ok::<_, sqlx::Error>((v, cursor))
                 })
                 .collect::<Result<Vec<_>, _>>()

@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Utc};
 use pm_domain::time;
-use serde_json::Value;
+use serde_json::{json, Value};
 use sqlx::{ColumnIndex, Decode, Row, Type};
 
 /// Typed column access for rows of either database. Ids are selected as text
@@ -66,3 +66,50 @@ pub(crate) fn compact(mut v: Value) -> Value {
     }
     v
 }
+
+/// A conversation checkpoint row (`id`, `conversation_id`, `checkpoint_type`, `summary`,
+/// `created_at`) as the API shows it.
+pub(crate) fn checkpoint_json<R: RowExt>(r: &R) -> Result<Value, sqlx::Error> {
+    Ok(json!({
+        "id": r.text("id")?,
+        "conversation_id": r.text("conversation_id")?,
+        "checkpoint_type": r.text("checkpoint_type")?,
+        "summary": r.text("summary")?,
+        "created_at": r.time("created_at")?,
+    }))
+}
+
+/// A message row as the API shows it (optional fields omitted when absent).
+pub(crate) fn message_json<R: RowExt>(r: &R) -> Result<Value, sqlx::Error> {
+    Ok(compact(json!({
+        "id": r.text("id")?,
+        "time": r.time("time")?,
+        "actor_id": r.text("actor_id")?,
+        "conversation_id": r.text("conversation_id")?,
+        "task_id": r.text("task_id")?,
+        "content": r.text("content")?,
+        "external_identity": r.text("external_identity")?,
+    })))
+}
+
+/// A task checkpoint row as the API shows it, with its stream `sequence`.
+pub(crate) fn task_checkpoint_json<R: RowExt>(r: &R) -> Result<Value, sqlx::Error> {
+    Ok(json!({
+        "id": r.text("id")?,
+        "task_id": r.text("task_id")?,
+        "type": r.text("type")?,
+        "created_at": r.time("created_at")?,
+        "sequence": r.int("sequence")?,
+    }))
+}
+
+/// The columns of a message row.
+pub(crate) const MESSAGE_COLUMNS: &str =
+    "id::text AS id, conversation_id::text AS conversation_id, \
+    actor_id::text AS actor_id, task_id::text AS task_id, content, external_identity, time";
+/// The columns of a conversation checkpoint row.
+pub(crate) const CHECKPOINT_COLUMNS: &str =
+    "id::text AS id, conversation_id::text AS conversation_id, checkpoint_type, summary, created_at";
+/// The columns of a task checkpoint row.
+pub(crate) const TASK_CHECKPOINT_COLUMNS: &str =
+    "id::text AS id, task_id::text AS task_id, type, created_at, sequence";

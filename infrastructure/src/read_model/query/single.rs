@@ -1,14 +1,52 @@
 //! Single checkpoints, messages and task checkpoints (the targets of commands' `Location`).
 
 use pm_application::AppError;
-use serde_json::{json, Value};
+use serde_json::Value;
 use uuid::Uuid;
 
-use super::rows::{compact, RowExt};
+use super::rows::{
+    checkpoint_json, message_json, task_checkpoint_json, CHECKPOINT_COLUMNS, MESSAGE_COLUMNS,
+    TASK_CHECKPOINT_COLUMNS,
+};
 use super::{unavailable, ReadModel};
 use crate::on_db;
 
+/// Which child entity to read.
+#[derive(Clone, Copy)]
+enum Child {
+    Checkpoint,
+    Message,
+    TaskCheckpoint,
+}
+
 impl ReadModel {
+    /// The row `id` of a child table whose parent column is `parent`, as JSON.
+    async fn child(&self, child: Child, parent: Uuid, id: Uuid) -> Result<Option<Value>, AppError> {
+        let (columns, from) = match child {
+            Child::Checkpoint => (
+                CHECKPOINT_COLUMNS,
+                "conversation_checkpoints WHERE conversation_id",
+            ),
+            Child::Message => (MESSAGE_COLUMNS, "messages WHERE conversation_id"),
+            Child::TaskCheckpoint => (TASK_CHECKPOINT_COLUMNS, "task_checkpoints WHERE task_id"),
+        };
+        let sql = format!("SELECT {columns} FROM {from} = $2::uuid AND id = $1::uuid");
+        on_db!(&self.db, d, pool, {
+            let row = sqlx::query(&d.sql(&sql))
+                .bind(id.to_string())
+                .bind(parent.to_string())
+                .fetch_optional(pool)
+                .await?;
+            row.map(|r| match child {
+                Child::Checkpoint => checkpoint_json(&r),
+                Child::Message => message_json(&r),
+                Child::TaskCheckpoint => task_checkpoint_json(&r),
+            })
+            .transpose()
+        })
+        .map_err(unavailable)
+    }
+
     /// A conversation checkpoint of `conversation_id`.
     ///
     /// # Errors
@@ -18,26 +56,7 @@ impl ReadModel {
         conversation_id: Uuid,
         id: Uuid,
     ) -> Result<Option<Value>, AppError> {
-        let sql = "SELECT id::text AS id, conversation_id::text AS conversation_id, checkpoint_type, summary, created_at \
-                   FROM conversation_checkpoints WHERE id = $1::uuid AND conversation_id = $2::uuid";
-        on_db!(&self.db, d, pool, {
-            let row = sqlx::query(&d.sql(sql))
-                .bind(id.to_string())
-                .bind(conversation_id.to_string())
-                .fetch_optional(pool)
-                .await?;
-            row.map(|r| {
-                Ok::<_, sqlx::Error>(json!({
-                    "id": r.text("id")?,
-                    "conversation_id": r.text("conversation_id")?,
-                    "checkpoint_type": r.text("checkpoint_type")?,
-                    "summary": r.text("summary")?,
-                    "created_at": r.time("created_at")?,
-                }))
-            })
-            .transpose()
-        })
-        .map_err(unavailable)
+        self.child(Child::Checkpoint, conversation_id, id).await
     }
 
     /// A message of `conversation_id`.
@@ -49,29 +68,7 @@ impl ReadModel {
         conversation_id: Uuid,
         id: Uuid,
     ) -> Result<Option<Value>, AppError> {
-        let sql = "SELECT id::text AS id, conversation_id::text AS conversation_id, actor_id::text AS actor_id, \
-                   task_id::text AS task_id, content, external_identity, time \
-                   FROM messages WHERE id = $1::uuid AND conversation_id = $2::uuid";
-        on_db!(&self.db, d, pool, {
-            let row = sqlx::query(&d.sql(sql))
-                .bind(id.to_string())
-                .bind(conversation_id.to_string())
-                .fetch_optional(pool)
-                .await?;
-            row.map(|r| {
-                Ok::<_, sqlx::Error>(compact(json!({
-                    "id": r.text("id")?,
-                    "time": r.time("time")?,
-                    "actor_id": r.text("actor_id")?,
-                    "conversation_id": r.text("conversation_id")?,
-                    "task_id": r.text("task_id")?,
-                    "content": r.text("content")?,
-                    "external_identity": r.text("external_identity")?,
-                })))
-            })
-            .transpose()
-        })
-        .map_err(unavailable)
+        self.child(Child::Message, conversation_id, id).await
     }
 
     /// A task checkpoint of `task_id`.
@@ -83,25 +80,6 @@ impl ReadModel {
         task_id: Uuid,
         id: Uuid,
     ) -> Result<Option<Value>, AppError> {
-        let sql = "SELECT id::text AS id, task_id::text AS task_id, type, created_at, sequence \
-                   FROM task_checkpoints WHERE id = $1::uuid AND task_id = $2::uuid";
-        on_db!(&self.db, d, pool, {
-            let row = sqlx::query(&d.sql(sql))
-                .bind(id.to_string())
-                .bind(task_id.to_string())
-                .fetch_optional(pool)
-                .await?;
-            row.map(|r| {
-                Ok::<_, sqlx::Error>(json!({
-                    "id": r.text("id")?,
-                    "task_id": r.text("task_id")?,
-                    "type": r.text("type")?,
-                    "created_at": r.time("created_at")?,
-                    "sequence": r.int("sequence")?,
-                }))
-            })
-            .transpose()
-        })
-        .map_err(unavailable)
+        self.child(Child::TaskCheckpoint, task_id, id).await
     }
 }

@@ -8,7 +8,7 @@ use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
 use super::conversations::page;
-use super::rows::{compact, RowExt};
+use super::rows::{compact, task_checkpoint_json, RowExt, TASK_CHECKPOINT_COLUMNS};
 use super::{unavailable, PageRequest, ReadModel};
 use crate::on_db;
 use crate::read_model::{Page, PageCursor};
@@ -110,15 +110,7 @@ impl ReadModel {
                         .push(d.cast("uuid"));
                 }
             }
-            if let Some(c) = &req.cursor {
-                q.push(" AND (created_at, id) > (")
-                    .push_bind(c.k.clone())
-                    .push(d.cast("timestamptz"))
-                    .push(", ")
-                    .push_bind(c.id.clone())
-                    .push(d.cast("uuid"))
-                    .push(")");
-            }
+            after_cursor!(q, d, "created_at", req.cursor);
             q.push(" ORDER BY created_at, id LIMIT ")
                 .push_bind(i64::from(req.limit) + 1);
             let rows = q.build().fetch_all(pool).await?;
@@ -146,8 +138,7 @@ impl ReadModel {
     pub async fn task(&self, id: Uuid) -> Result<Option<Value>, AppError> {
         let task_sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = $1::uuid");
         let history_sql =
-            "SELECT id::text AS id, task_id::text AS task_id, type, created_at, sequence \
-                           FROM task_checkpoints WHERE task_id = $1::uuid ORDER BY sequence";
+            format!("SELECT {TASK_CHECKPOINT_COLUMNS} FROM task_checkpoints WHERE task_id = $1::uuid ORDER BY sequence");
         on_db!(&self.db, d, pool, {
             let Some(row) = sqlx::query(&d.sql(&task_sql))
                 .bind(id.to_string())
@@ -157,20 +148,12 @@ impl ReadModel {
                 return Ok(None);
             };
             let mut task = task_json(&row)?;
-            let history = sqlx::query(&d.sql(history_sql))
+            let history = sqlx::query(&d.sql(&history_sql))
                 .bind(id.to_string())
                 .fetch_all(pool)
                 .await?
                 .iter()
-                .map(|r| {
-                    Ok::<_, sqlx::Error>(json!({
-                        "id": r.text("id")?,
-                        "task_id": r.text("task_id")?,
-                        "type": r.text("type")?,
-                        "created_at": r.time("created_at")?,
-                        "sequence": r.int("sequence")?,
-                    }))
-                })
+                .map(task_checkpoint_json)
                 .collect::<Result<Vec<_>, _>>()?;
             if let Some(obj) = task.as_object_mut() {
                 obj.insert("checkpoints".into(), Value::Array(history));
