@@ -9,7 +9,9 @@
 
 mod apply;
 mod batch;
+mod event;
 mod pagination;
+mod plan;
 pub mod processors;
 pub mod query;
 pub mod rebuild;

@@ -6,67 +6,15 @@
 
 use std::collections::HashMap;
 
-use pm_application::fact::Fact;
 use pm_application::log::LoggedEvent;
 use pm_domain::time;
 use pm_domain::types::TaskCheckpointType;
 use sqlx::QueryBuilder;
 use uuid::Uuid;
 
+use super::plan::{self, Plan, TaskState, STATUS_COLUMNS};
 use super::schema::table;
 use crate::sql::Dialect;
-
-/// Summed changes to one conversation row.
-#[derive(Debug, Default)]
-struct ConversationDelta {
-    messages: i64,
-    checkpoints: i64,
-    tasks: i64,
-    /// Task counts by status column index (see [`STATUS_COLUMNS`]).
-    statuses: [i64; 6],
-    /// The latest checkpoint: id, type, summary, created_at.
-    latest: Option<(String, String, String, String)>,
-    updated_at: Option<String>,
-}
-
-/// Summed changes to one task row.
-#[derive(Debug)]
-struct TaskState {
-    conversation_id: String,
-    status: Option<TaskCheckpointType>,
-    status_sequence: i64,
-    status_changed_at: Option<String>,
-    first_started: Option<String>,
-    last_completed: Option<String>,
-    added_checkpoints: i64,
-    touched: bool,
-}
-
-const STATUS_COLUMNS: [&str; 6] = [
-    "tasks_not_started",
-    "tasks_work_started",
-    "tasks_work_completed",
-    "tasks_work_approved",
-    "tasks_work_rejected",
-    "tasks_work_paused",
-];
-
-fn status_index(status: Option<TaskCheckpointType>) -> usize {
-    match status {
-        None => 0,
-        Some(TaskCheckpointType::WorkStarted) => 1,
-        Some(TaskCheckpointType::WorkCompleted) => 2,
-        Some(TaskCheckpointType::WorkApproved) => 3,
-        Some(TaskCheckpointType::WorkRejected) => 4,
-        Some(TaskCheckpointType::WorkPaused) => 5,
-    }
-}
-
-fn bump(at: &mut Option<String>, t: &str) {
-    if at.as_deref().is_none_or(|cur| cur < t) {
-        *at = Some(t.to_string());
-    }
-}
 
 /// Why the fast path gave up.
 #[derive(Debug)]
@@ -97,32 +45,9 @@ macro_rules! impl_batch_executor {
                 let conn = self;
                 let t = |name: &str| table(g, name);
                 let (uuid, ts) = (d.cast("uuid"), d.cast("timestamptz"));
-                let mut facts = Vec::with_capacity(events.len());
-                for e in events {
-                    match Fact::from_logged(e) {
-                        Ok(f) => facts.push((e, f)),
-                        Err(pm_application::fact::FactError::Unknown(_)) => {}
-                        Err(err) => return Err(BatchFail::Unreadable(err.to_string())),
-                    }
-                }
-                // Tasks whose checkpoints arrive in this batch but that were created earlier.
-                let created_here: std::collections::HashSet<Uuid> = facts
-                    .iter()
-                    .filter_map(|(_, f)| match f {
-                        Fact::TaskCreated(t) => Some(t.id),
-                        _ => None,
-                    })
-                    .collect();
-                let earlier: Vec<Uuid> = facts
-                    .iter()
-                    .filter_map(|(_, f)| match f {
-                        Fact::TaskCheckpointCreated(c) if !created_here.contains(&c.task_id) => Some(c.task_id),
-                        _ => None,
-                    })
-                    .collect::<std::collections::BTreeSet<_>>()
-                    .into_iter()
-                    .collect();
-                let mut tasks: HashMap<Uuid, TaskState> = HashMap::new();
+                let facts = plan::read(events).map_err(|e| BatchFail::Unreadable(e.0))?;
+                let earlier = plan::earlier_tasks(&facts);
+                let mut preloaded: HashMap<Uuid, TaskState> = HashMap::new();
                 if !earlier.is_empty() {
                     let mut q = QueryBuilder::<$db>::new(d.sql(&format!(
                         "SELECT id::text AS id, conversation_id::text AS conversation_id, status, status_sequence, \
@@ -137,101 +62,11 @@ macro_rules! impl_batch_executor {
                     let rows: Vec<(String, String, String, i64, bool)> = q.build_query_as().fetch_all(&mut *conn).await?;
                     for (id, conversation_id, status, status_sequence, started) in rows {
                         let id: Uuid = id.parse().map_err(|_| BatchFail::Unreadable(format!("bad task id {id}")))?;
-                        tasks.insert(id, TaskState {
-                            conversation_id,
-                            status: TaskCheckpointType::parse(&status),
-                            status_sequence,
-                            status_changed_at: None,
-                            first_started: started.then(String::new),
-                            last_completed: None,
-                            added_checkpoints: 0,
-                            touched: false,
-                        });
+                        preloaded.insert(id, TaskState::stored(conversation_id, &status, status_sequence, started));
                     }
                 }
-                let mut conversations: HashMap<String, ConversationDelta> = HashMap::new();
-                let recorded = |e: &LoggedEvent, fallback: &str| {
-                    e.metadata.get("recorded_at").and_then(|v| v.as_str()).unwrap_or(fallback).to_string()
-                };
-
-                let mut actors = Vec::new();
-                let mut started = Vec::new();
-                let mut members = Vec::new();
-                let mut checkpoints = Vec::new();
-                let mut new_tasks = Vec::new();
-                let mut task_checkpoints = Vec::new();
-                let mut messages = Vec::new();
-                for (e, fact) in &facts {
-                    match fact {
-                        Fact::ActorRegistered(f) => actors.push(f),
-                        Fact::ConversationStarted(f) => {
-                            let created = time::format(&f.created_at);
-                            for (ordinal, actor) in f.actor_ids.iter().enumerate() {
-                                members.push((f.id, *actor, ordinal as i64));
-                            }
-                            started.push((f, created.clone(), recorded(e, &created)));
-                        }
-                        Fact::ConversationCheckpointCreated(f) => {
-                            let created = time::format(&f.created_at);
-                            let c = conversations.entry(f.conversation_id.to_string()).or_default();
-                            c.checkpoints += 1;
-                            c.latest = Some((f.id.to_string(), f.checkpoint_type.as_str().to_string(), f.summary.as_str().to_string(), created.clone()));
-                            bump(&mut c.updated_at, &recorded(e, &created));
-                            checkpoints.push((f, created, e.position));
-                        }
-                        Fact::TaskCreated(f) => {
-                            let created = time::format(&f.created_at);
-                            let c = conversations.entry(f.conversation_id.to_string()).or_default();
-                            c.tasks += 1;
-                            c.statuses[0] += 1;
-                            bump(&mut c.updated_at, &recorded(e, &created));
-                            tasks.insert(f.id, TaskState {
-                                conversation_id: f.conversation_id.to_string(),
-                                status: None,
-                                status_sequence: e.sequence,
-                                status_changed_at: None,
-                                first_started: None,
-                                last_completed: None,
-                                added_checkpoints: 0,
-                                touched: false,
-                            });
-                            new_tasks.push((f, created, e.sequence));
-                        }
-                        Fact::TaskCheckpointCreated(f) => {
-                            let created = time::format(&f.created_at);
-                            let task = tasks
-                                .get_mut(&f.task_id)
-                                .ok_or_else(|| BatchFail::Unreadable(format!("task {} is not in the read model", f.task_id)))?;
-                            task.touched = true;
-                            task.added_checkpoints += 1;
-                            let c = conversations.entry(task.conversation_id.clone()).or_default();
-                            // Status: the latest checkpoint in the task's own event order.
-                            if e.sequence > task.status_sequence {
-                                c.statuses[status_index(task.status)] -= 1;
-                                c.statuses[status_index(Some(f.checkpoint_type))] += 1;
-                                task.status = Some(f.checkpoint_type);
-                                task.status_sequence = e.sequence;
-                                task.status_changed_at = Some(created.clone());
-                                if f.checkpoint_type == TaskCheckpointType::WorkCompleted {
-                                    task.last_completed = Some(created.clone());
-                                }
-                            }
-                            if f.checkpoint_type == TaskCheckpointType::WorkStarted && task.first_started.is_none() {
-                                task.first_started = Some(created.clone());
-                            }
-                            bump(&mut c.updated_at, &recorded(e, &created));
-                            task_checkpoints.push((f, created, e.sequence));
-                        }
-                        Fact::MessageAdded(f) => {
-                            let at = time::format(&f.time);
-                            let c = conversations.entry(f.conversation_id.to_string()).or_default();
-                            c.messages += 1;
-                            bump(&mut c.updated_at, &recorded(e, &at));
-                            messages.push((f, at, e.position));
-                        }
-                    }
-                }
-
+                let Plan { actors, started, members, checkpoints, new_tasks, task_checkpoints, messages, tasks, created_here, conversations } =
+                    plan::plan(&facts, preloaded).map_err(|e| BatchFail::Unreadable(e.0))?;
                 if !actors.is_empty() {
                     let mut q = QueryBuilder::<$db>::new(format!(
                         "INSERT INTO {} (id, kind, display_name, external_identity, created_at) ",

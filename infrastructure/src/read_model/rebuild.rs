@@ -12,7 +12,8 @@ use pm_application::log::{EventFilter, LogPosition, LogReader, LoggedEvent};
 use pm_application::AppError;
 use pm_domain::time;
 
-use super::apply::{apply_event, ApplyError};
+use super::apply::ApplyError;
+use super::event::apply_event;
 use super::processors::DbProcessorStore;
 use super::schema::{create_statements, drop_statements, view_statements};
 use super::READ_MODEL;
