@@ -18,7 +18,7 @@ pub mod rebuild;
 pub mod schema;
 
 pub use apply::ReadModelProjection;
-pub use pagination::{Page, PageCursor};
+pub use pagination::{List, Page, PageCursor};
 
 /// The name of the projection (and its processor).
 pub const READ_MODEL: &str = "read_model";

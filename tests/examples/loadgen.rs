@@ -53,7 +53,7 @@ async fn measure_lag(
     while !stop.load(Ordering::Relaxed) {
         tokio::time::sleep(Duration::from_millis(100)).await;
         tick += 1;
-        if tick % 2 == 0 {
+        if tick.is_multiple_of(2) {
             let mut req = client.get(format!("{}/v1/admin/processors", args.base));
             if let Some(token) = &args.token {
                 req = req.bearer_auth(token);

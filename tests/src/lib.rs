@@ -10,6 +10,7 @@
 
 use std::path::PathBuf;
 
+use project_manager::app::Hooks;
 use project_manager::{Application, Config};
 use serde_json::Value;
 use sqlx::{Connection, Executor, PgConnection};
@@ -154,7 +155,17 @@ impl TestService {
     /// # Panics
     /// When the service cannot start.
     pub async fn start_with(config: Config) -> Self {
-        let app = Application::build(&config).await.expect("service starts");
+        Self::start_with_hooks(config, Hooks::default()).await
+    }
+
+    /// Starts the service with a full configuration and test hooks (failure injection).
+    ///
+    /// # Panics
+    /// When the service cannot start.
+    pub async fn start_with_hooks(config: Config, hooks: Hooks) -> Self {
+        let app = Application::build_with(&config, hooks)
+            .await
+            .expect("service starts");
         let base = format!("http://127.0.0.1:{}", app.port());
         let (stop, stopped) = oneshot::channel::<()>();
         let handle = tokio::spawn(app.run_until(async move {

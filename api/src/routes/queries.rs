@@ -14,7 +14,7 @@ use pm_domain::types::{CheckpointType, TaskCheckpointType};
 use pm_infrastructure::read_model::query::{
     ConversationFilter, PageRequest, StatsGroup, TaskFilter,
 };
-use pm_infrastructure::read_model::{Page, PageCursor, READ_MODEL};
+use pm_infrastructure::read_model::{List, Page, PageCursor, READ_MODEL};
 use serde::Deserialize;
 use serde_json::Value;
 use utoipa::IntoParams;
@@ -161,7 +161,7 @@ async fn read_your_writes(state: &AppState, min_position: &Option<String>) -> Re
     }
 }
 
-fn page_request(p: &ListParams) -> Result<PageRequest, ApiError> {
+fn page_request(p: &ListParams, list: List) -> Result<PageRequest, ApiError> {
     let limit = p.limit.unwrap_or(50);
     if !(1..=500).contains(&limit) {
         return Err(ApiError::parameter("limit", "must be between 1 and 500"));
@@ -170,8 +170,8 @@ fn page_request(p: &ListParams) -> Result<PageRequest, ApiError> {
         .cursor
         .as_deref()
         .map(|c| {
-            PageCursor::decode(c)
-                .ok_or_else(|| ApiError::parameter("cursor", "is not a cursor this service issued"))
+            PageCursor::decode_for(c, list)
+                .ok_or_else(|| ApiError::parameter("cursor", "is not a cursor this list issued"))
         })
         .transpose()?;
     Ok(PageRequest { limit, cursor })
@@ -213,7 +213,7 @@ pub async fn conversations(
     ApiQuery(f): ApiQuery<ConversationParams>,
     ApiQuery(p): ApiQuery<ListParams>,
 ) -> Result<Json<Page<Value>>, ApiError> {
-    let req = page_request(&p)?;
+    let req = page_request(&p, List::Conversations)?;
     if let Some(t) = &f.latest_checkpoint_type {
         CheckpointType::parse(t).ok_or_else(|| {
             ApiError::parameter("latest_checkpoint_type", "is not a checkpoint type")
@@ -259,7 +259,7 @@ pub async fn checkpoints(
     ApiQuery(p): ApiQuery<ListParams>,
 ) -> Result<Json<Page<Value>>, ApiError> {
     let id = path_uuid(&id, "conversation_not_found", "conversation")?;
-    let req = page_request(&p)?;
+    let req = page_request(&p, List::Checkpoints)?;
     read_your_writes(&state, &p.min_position).await?;
     require_conversation(&state, id).await?;
     Ok(Json(state.read_model.checkpoints(id, &req).await?))
@@ -275,7 +275,7 @@ pub async fn messages(
     ApiQuery(p): ApiQuery<ListParams>,
 ) -> Result<Json<Page<Value>>, ApiError> {
     let id = path_uuid(&id, "conversation_not_found", "conversation")?;
-    let req = page_request(&p)?;
+    let req = page_request(&p, List::Messages)?;
     let (task_id, actor_id) = (
         uuid_param("task_id", &f.task_id)?,
         uuid_param("actor_id", &f.actor_id)?,
@@ -299,7 +299,7 @@ pub async fn conversation_tasks(
     ApiQuery(p): ApiQuery<ListParams>,
 ) -> Result<Json<Page<Value>>, ApiError> {
     let id = path_uuid(&id, "conversation_not_found", "conversation")?;
-    let req = page_request(&p)?;
+    let req = page_request(&p, List::Tasks)?;
     read_your_writes(&state, &p.min_position).await?;
     require_conversation(&state, id).await?;
     let filter = TaskFilter {
@@ -317,7 +317,7 @@ pub async fn tasks(
     ApiQuery(f): ApiQuery<TaskParams>,
     ApiQuery(p): ApiQuery<ListParams>,
 ) -> Result<Json<Page<Value>>, ApiError> {
-    let req = page_request(&p)?;
+    let req = page_request(&p, List::Tasks)?;
     if let Some(s) = &f.status {
         if s != "NOT_STARTED" && TaskCheckpointType::parse(s).is_none() {
             return Err(ApiError::parameter(

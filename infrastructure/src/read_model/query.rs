@@ -51,11 +51,11 @@ impl ReadModel {
     }
 }
 
+/// Connection trouble is `Unavailable` (retry later); anything else is a bug (`Internal`).
 fn unavailable(e: sqlx::Error) -> AppError {
-    match e {
-        sqlx::Error::ColumnDecode { .. }
-        | sqlx::Error::Decode(_)
-        | sqlx::Error::ColumnNotFound(_) => AppError::Internal(e.to_string()),
-        other => AppError::Unavailable(other.to_string()),
+    if super::apply::is_transient(&e) {
+        AppError::Unavailable(e.to_string())
+    } else {
+        AppError::Internal(e.to_string())
     }
 }

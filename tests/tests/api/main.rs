@@ -1,6 +1,7 @@
 //! Black-box tests: the real service on port 0 against SQLite and a fresh PostgreSQL
 //! database, driven over HTTP.
 
+mod reads;
 mod support;
 
 mod auth;
@@ -10,6 +11,15 @@ mod durability;
 mod edges;
 mod errors;
 mod events;
+mod exactly_once;
 mod idempotency;
 mod ops;
+mod pagination;
+mod poison;
+mod processors;
+mod queries;
+mod rebuild;
 mod sse;
+mod stats;
+mod status;
+mod task_queries;

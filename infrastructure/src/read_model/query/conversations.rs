@@ -10,7 +10,7 @@ use super::rows::{
 };
 use super::{unavailable, PageRequest, ReadModel};
 use crate::on_db;
-use crate::read_model::{Page, PageCursor};
+use crate::read_model::{List, Page, PageCursor};
 
 /// Filters of `GET /v1/conversations`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -180,6 +180,7 @@ impl ReadModel {
             rows.iter()
                 .map(|r| {
                     let cursor = PageCursor {
+                        l: List::Conversations,
                         k: r.time("created_at")?.as_str().unwrap_or_default().to_string(),
                         id: r.string("id")?,
                     };
@@ -220,6 +221,7 @@ impl ReadModel {
             rows.iter()
                 .map(|r| {
                     let cursor = PageCursor {
+                        l: List::Checkpoints,
                         k: format!("{}.{}", r.int("log_txid")?, r.int("log_seq")?),
                         id: r.string("id")?,
                     };
@@ -269,6 +271,7 @@ impl ReadModel {
             rows.iter()
                 .map(|r| {
                     let cursor = PageCursor {
+                        l: List::Messages,
                         k: r.time("time")?.as_str().unwrap_or_default().to_string(),
                         id: r.string("id")?,
                     };

@@ -11,7 +11,7 @@ use super::conversations::page;
 use super::rows::{compact, task_checkpoint_json, RowExt, TASK_CHECKPOINT_COLUMNS};
 use super::{unavailable, PageRequest, ReadModel};
 use crate::on_db;
-use crate::read_model::{Page, PageCursor};
+use crate::read_model::{List, Page, PageCursor};
 
 /// Filters of `GET /v1/tasks` (and `GET /v1/conversations/{id}/tasks`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -117,6 +117,7 @@ impl ReadModel {
             rows.iter()
                 .map(|r| {
                     let cursor = PageCursor {
+                        l: List::Tasks,
                         k: r.time("created_at")?
                             .as_str()
                             .unwrap_or_default()
@@ -170,7 +171,7 @@ impl ReadModel {
     /// [`AppError::Unavailable`].
     pub async fn task_stats(&self, group: StatsGroup) -> Result<Value, AppError> {
         let key = match group {
-            StatsGroup::All => "NULL",
+            StatsGroup::All => "CAST(NULL AS text)",
             StatsGroup::AssignedTo => "assigned_to::text",
             StatsGroup::Organization => "organization",
         };
