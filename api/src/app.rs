@@ -85,6 +85,12 @@ pub fn metrics_handle() -> PrometheusHandle {
             ];
             let builder = PrometheusBuilder::new()
                 .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &buckets)
+                .and_then(|b| {
+                    b.set_buckets_for_metric(
+                        Matcher::Full("pm_processor_batch_events".into()),
+                        &[1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0],
+                    )
+                })
                 .unwrap_or_else(|_| PrometheusBuilder::new());
             let recorder = builder.build_recorder();
             let handle = recorder.handle();
@@ -149,6 +155,7 @@ impl Application {
                 poll_interval: config.log_poll(),
                 lease_ttl: LEASE_TTL,
                 owner: owner.clone(),
+                linger: std::time::Duration::from_millis(config.projection_linger_ms),
             },
         );
         let state = AppState::new(Shared {

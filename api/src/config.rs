@@ -50,6 +50,11 @@ pub struct Config {
     #[arg(long, env = "PM_LOG_POLL_MS", default_value_t = 250)]
     pub log_poll_ms: u64,
 
+    /// Milliseconds the read-model projection waits after a partial batch before reading
+    /// again: larger batches under load, at most this much extra read latency.
+    #[arg(long, env = "PM_PROJECTION_LINGER_MS", default_value_t = 20)]
+    pub projection_linger_ms: u64,
+
     /// What to do (default: serve).
     #[command(subcommand)]
     pub command: Option<Command>,

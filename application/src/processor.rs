@@ -103,6 +103,10 @@ pub struct RunnerOptions {
     pub lease_ttl: Duration,
     /// The identity of this replica.
     pub owner: String,
+    /// After a batch that was not full, wait this long before reading again, so events
+    /// arriving at a high rate are applied in fewer, larger transactions (bounded extra
+    /// latency for much less work per event).
+    pub linger: Duration,
 }
 
 /// What a runner reports about itself.
@@ -219,6 +223,9 @@ impl<H: BatchHandler, S: ProcessorStore, L: LogReader> ProcessorRunner<H, S, L> 
                     .await;
                 continue;
             }
+            let full = events.len() >= self.options.batch_size as usize;
+            metrics::histogram!("pm_processor_batch_events", "processor" => name.clone())
+                .record(events.len() as f64);
             match self.apply(&name, from, &events).await {
                 Ok(next) => {
                     cursor = Some(next);
@@ -227,6 +234,12 @@ impl<H: BatchHandler, S: ProcessorStore, L: LogReader> ProcessorRunner<H, S, L> 
                         s.cursor = next;
                         s.last_error = None;
                     });
+                    if !full && !self.options.linger.is_zero() {
+                        tokio::select! {
+                            _ = shutdown.cancelled() => {}
+                            _ = tokio::time::sleep(self.options.linger) => {}
+                        }
+                    }
                 }
                 Err(BatchError::CursorMoved) => {
                     tracing::warn!(processor = %name, "stored cursor moved under us; reloading");

@@ -8,8 +8,10 @@ CREATE TABLE IF NOT EXISTS events
     sequence        bigint CHECK (sequence >= 0) NOT NULL,
     event_type      text                         NOT NULL,
     event_version   text                         NOT NULL,
-    payload         jsonb                        NOT NULL,
-    metadata        jsonb                        NOT NULL,
+    -- json, not jsonb: stored as written (cheaper to write and to stream back out);
+    -- the ->> operators work the same for analysts
+    payload         json                         NOT NULL,
+    metadata        json                         NOT NULL,
     -- the writing transaction: with global_position, the commit-safe log order
     transaction_id  xid8                         NOT NULL DEFAULT pg_current_xact_id(),
     global_position bigint GENERATED ALWAYS AS IDENTITY,
@@ -31,7 +33,7 @@ CREATE TABLE IF NOT EXISTS snapshots
     aggregate_id     text                                 NOT NULL,
     last_sequence    bigint CHECK (last_sequence >= 0)    NOT NULL,
     current_snapshot bigint CHECK (current_snapshot >= 0) NOT NULL,
-    payload          jsonb                                NOT NULL,
+    payload          json                                 NOT NULL,
     PRIMARY KEY (aggregate_type, aggregate_id, last_sequence)
 );
 

@@ -48,16 +48,18 @@ macro_rules! impl_processor_row {
     ($conn:ty) => {
         impl<'c> ProcessorRow for &'c mut $conn {
             async fn lock_at(self, d: Dialect, name: &str, expected: LogPosition) -> Result<i64, LockError> {
-                sqlx::query("INSERT INTO processors (name) VALUES ($1) ON CONFLICT (name) DO NOTHING")
-                    .bind(name)
-                    .execute(&mut *self)
-                    .await?;
-                let (generation, txid, seq): (i32, i64, i64) = sqlx::query_as(&d.sql(
-                    "SELECT generation, cursor_txid, cursor_seq FROM processors WHERE name = $1 FOR UPDATE",
-                ))
-                .bind(name)
-                .fetch_one(&mut *self)
-                .await?;
+                let select = d.sql("SELECT generation, cursor_txid, cursor_seq FROM processors WHERE name = $1 FOR UPDATE");
+                let row: Option<(i32, i64, i64)> = sqlx::query_as(&select).bind(name).fetch_optional(&mut *self).await?;
+                let (generation, txid, seq) = match row {
+                    Some(row) => row,
+                    None => {
+                        sqlx::query("INSERT INTO processors (name) VALUES ($1) ON CONFLICT (name) DO NOTHING")
+                            .bind(name)
+                            .execute(&mut *self)
+                            .await?;
+                        sqlx::query_as(&select).bind(name).fetch_one(&mut *self).await?
+                    }
+                };
                 if (LogPosition { txid, seq }) != expected {
                     return Err(LockError::Moved);
                 }

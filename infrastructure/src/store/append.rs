@@ -32,12 +32,12 @@ pub struct NewEvent<'a> {
 
 const PG_APPEND_ONE: &str = "\
 INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, conversation_id)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+VALUES ($1, $2, $3, $4, $5, $6::json, $7::json, $8)
 RETURNING sequence, transaction_id::text, global_position";
 
 const PG_APPEND: &str = "\
 INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, conversation_id)
-SELECT * FROM UNNEST($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::jsonb[], $7::jsonb[], $8::uuid[])
+SELECT * FROM UNNEST($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[]::json[], $7::text[]::json[], $8::uuid[])
 RETURNING sequence, transaction_id::text, global_position";
 
 /// Appends `rows` atomically (one statement) and returns their positions in row order.
@@ -59,8 +59,8 @@ pub async fn append(
                 .bind(row.sequence)
                 .bind(row.event_type.as_str())
                 .bind(row.event_version.as_str())
-                .bind(&row.payload)
-                .bind(&row.metadata)
+                .bind(row.payload.to_string())
+                .bind(row.metadata.to_string())
                 .bind(row.conversation_id)
                 .fetch_one(pool)
                 .await
@@ -82,8 +82,16 @@ pub async fn append(
                         .map(|r| r.event_version.as_str())
                         .collect::<Vec<_>>(),
                 )
-                .bind(rows.iter().map(|r| r.payload.clone()).collect::<Vec<_>>())
-                .bind(rows.iter().map(|r| r.metadata.clone()).collect::<Vec<_>>())
+                .bind(
+                    rows.iter()
+                        .map(|r| r.payload.to_string())
+                        .collect::<Vec<_>>(),
+                )
+                .bind(
+                    rows.iter()
+                        .map(|r| r.metadata.to_string())
+                        .collect::<Vec<_>>(),
+                )
                 .bind(rows.iter().map(|r| r.conversation_id).collect::<Vec<_>>())
                 .fetch_all(pool)
                 .await
