@@ -87,7 +87,7 @@ pub fn metrics_handle() -> PrometheusHandle {
                 .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &buckets)
                 .and_then(|b| {
                     b.set_buckets_for_metric(
-                        Matcher::Full("pm_processor_batch_events".into()),
+                        Matcher::Suffix("_batch_events".into()),
                         &[1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0],
                     )
                 })

@@ -16,6 +16,7 @@
 //!   our next append conflict, which clears the slot.
 
 mod append;
+mod group_commit;
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -37,6 +38,7 @@ use crate::lookup::KnownEntities;
 use crate::Database;
 
 pub use append::NewEvent;
+pub use group_commit::GroupCommit;
 
 type StoreResult<T> = Result<T, AggregateError<DomainError>>;
 
@@ -72,6 +74,7 @@ enum Repository {
 
 struct Inner {
     db: Database,
+    group_commit: Option<GroupCommit>,
     repository: Repository,
     slots: DashMap<(&'static str, String), Arc<Mutex<Slot>>>,
     slot_capacity: usize,
@@ -101,9 +104,18 @@ impl PmStore {
             }
             Database::Sqlite(pool) => Repository::Sqlite(SqliteEventRepository::new(pool.clone())),
         };
+        // Single-fact appends go through group commit on PostgreSQL (SQLite has one writer).
+        let group_commit = match &db {
+            Database::Postgres(pool) => {
+                let workers = (pool.options().get_max_connections() as usize / 4).max(2);
+                Some(GroupCommit::start(pool.clone(), workers, 64))
+            }
+            Database::Sqlite(_) => None,
+        };
         Self {
             inner: Arc::new(Inner {
                 db,
+                group_commit,
                 repository,
                 slots: DashMap::new(),
                 slot_capacity: slot_capacity.max(16),
@@ -236,7 +248,11 @@ impl<A: PmAggregate> EventStore<A> for PmStore {
                 conversation_id,
             });
         }
-        let positions = match append::append(&self.inner.db, &rows).await {
+        let appended = match (&self.inner.group_commit, rows.as_slice()) {
+            (Some(group), [row]) => group.append(row).await.map(|p| vec![p]),
+            _ => append::append(&self.inner.db, &rows).await,
+        };
+        let positions = match appended {
             Ok(positions) => positions,
             Err(e) => {
                 // Whatever happened, our picture of the aggregate may be stale now.

@@ -125,3 +125,36 @@ async fn postgres_log_order_under_concurrent_writers() {
     assert_eq!(all.len(), written.len());
     svc.stop().await;
 }
+
+/// Two replicas on one PostgreSQL database race on one task: every command still
+/// succeeds (losers of the optimistic race are retried), and the task's stream is
+/// contiguous — the group-commit path reports exactly the rows it skipped as conflicts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_two_replicas_racing_on_one_task() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let a = TestService::start(&db, "").await;
+    let b = TestService::start(&db, "").await;
+    let w = world(&a).await;
+    let answers = join_all((0..40).map(|i| {
+        let svc = if i % 2 == 0 { &a } else { &b };
+        task_checkpoint(svc, &w.task, "WORK_STARTED")
+    }))
+    .await;
+    for r in &answers {
+        assert_eq!(r.status, 201, "{}", r.text);
+    }
+    let query = format!(
+        "conversation_id={}&types=project_manager.task.checkpoint.created",
+        w.conversation
+    );
+    let events = wait_events(&a, &query, 40).await;
+    let sequences: Vec<u64> = events
+        .iter()
+        .map(|e| e["sequence"].as_u64().expect("sequence"))
+        .collect();
+    assert_eq!(sequences, (2..=41).collect::<Vec<_>>());
+    a.stop().await;
+    b.stop().await;
+}
