@@ -12,6 +12,7 @@ pub mod error;
 pub mod extract;
 pub mod openapi;
 pub mod routes;
+pub mod schemas;
 pub mod state;
 
 pub use app::Application;

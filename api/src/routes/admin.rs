@@ -41,7 +41,7 @@ pub async fn processor_report(state: &AppState) -> Result<Value, ApiError> {
 }
 
 /// `GET /v1/admin/processors`.
-#[utoipa::path(get, path = "/v1/admin/processors", tag = "admin", responses((status = 200, description = "Processors with position and lag")))]
+#[utoipa::path(get, path = "/v1/admin/processors", tag = "admin", responses((status = 200, body = crate::schemas::ProcessorReport, description = "Processors with position and lag")))]
 pub async fn processors(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
     Ok(Json(processor_report(&state).await?))
 }

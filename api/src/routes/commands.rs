@@ -176,7 +176,7 @@ fn answer(result: CommandResult) -> Response {
 
 /// `POST /v1/actors` — `project_manager.actor.registered`.
 #[utoipa::path(post, path = "/v1/actors", tag = "commands", request_body = RegisterActorBody,
-    responses((status = 201, description = "Registered"), (status = 200, description = "Identical repeat"),
+    responses((status = 201, body = crate::schemas::Actor, description = "Registered"), (status = 200, body = crate::schemas::Actor, description = "Identical repeat"),
               (status = 409, body = crate::error::Problem), (status = 422, body = crate::error::Problem)))]
 pub async fn register_actor(
     State(state): State<AppState>,
@@ -189,7 +189,7 @@ pub async fn register_actor(
 
 /// `POST /v1/conversations` — `project_manager.conversation.started`.
 #[utoipa::path(post, path = "/v1/conversations", tag = "commands", request_body = StartConversationBody,
-    responses((status = 201, description = "Started"), (status = 200, description = "Identical repeat"),
+    responses((status = 201, body = crate::schemas::Conversation, description = "Started"), (status = 200, body = crate::schemas::Conversation, description = "Identical repeat"),
               (status = 409, body = crate::error::Problem), (status = 422, body = crate::error::Problem)))]
 pub async fn start_conversation(
     State(state): State<AppState>,
@@ -205,7 +205,7 @@ pub async fn start_conversation(
 /// `POST /v1/conversations/{id}/checkpoints` — `project_manager.conversation.checkpoint.created`.
 #[utoipa::path(post, path = "/v1/conversations/{id}/checkpoints", tag = "commands", request_body = CreateCheckpointBody,
     params(("id" = Uuid, Path, description = "conversation id")),
-    responses((status = 201, description = "Created"), (status = 404, body = crate::error::Problem),
+    responses((status = 201, body = crate::schemas::ConversationCheckpoint, description = "Created"), (status = 404, body = crate::error::Problem),
               (status = 422, body = crate::error::Problem)))]
 pub async fn create_checkpoint(
     State(state): State<AppState>,
@@ -229,7 +229,7 @@ pub async fn create_checkpoint(
 /// `POST /v1/conversations/{id}/tasks` — `project_manager.task.created`.
 #[utoipa::path(post, path = "/v1/conversations/{id}/tasks", tag = "commands", request_body = CreateTaskBody,
     params(("id" = Uuid, Path, description = "conversation id")),
-    responses((status = 201, description = "Created"), (status = 404, body = crate::error::Problem),
+    responses((status = 201, body = crate::schemas::Task, description = "Created"), (status = 404, body = crate::error::Problem),
               (status = 422, body = crate::error::Problem)))]
 pub async fn create_task(
     State(state): State<AppState>,
@@ -254,7 +254,7 @@ pub async fn create_task(
 /// `POST /v1/tasks/{id}/checkpoints` — `project_manager.task.checkpoint.created`.
 #[utoipa::path(post, path = "/v1/tasks/{id}/checkpoints", tag = "commands", request_body = CreateTaskCheckpointBody,
     params(("id" = Uuid, Path, description = "task id")),
-    responses((status = 201, description = "Created"), (status = 404, body = crate::error::Problem),
+    responses((status = 201, body = crate::schemas::TaskCheckpoint, description = "Created"), (status = 404, body = crate::error::Problem),
               (status = 422, body = crate::error::Problem)))]
 pub async fn create_task_checkpoint(
     State(state): State<AppState>,
@@ -274,7 +274,7 @@ pub async fn create_task_checkpoint(
 /// `POST /v1/conversations/{id}/messages` — `project_manager.message.added`.
 #[utoipa::path(post, path = "/v1/conversations/{id}/messages", tag = "commands", request_body = AddMessageBody,
     params(("id" = Uuid, Path, description = "conversation id")),
-    responses((status = 201, description = "Added"), (status = 200, description = "Identical repeat"),
+    responses((status = 201, body = crate::schemas::Message, description = "Added"), (status = 200, body = crate::schemas::Message, description = "Identical repeat"),
               (status = 404, body = crate::error::Problem), (status = 409, body = crate::error::Problem),
               (status = 422, body = crate::error::Problem)))]
 pub async fn add_message(

@@ -38,6 +38,7 @@ pub struct EventsQuery {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct EventPage {
     /// CloudEvents, in log order.
+    #[schema(value_type = Vec<crate::schemas::CloudEvent>)]
     pub items: Vec<Value>,
     /// Pass back as `cursor` to continue (the last item's position, or the given cursor).
     pub next_cursor: String,

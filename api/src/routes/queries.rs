@@ -189,7 +189,7 @@ async fn require_conversation(state: &AppState, id: Uuid) -> Result<(), ApiError
 
 /// `GET /v1/actors/{id}`.
 #[utoipa::path(get, path = "/v1/actors/{id}", tag = "queries", params(("id" = Uuid, Path), ListParams),
-    responses((status = 200, description = "The actor"), (status = 404, body = crate::error::Problem)))]
+    responses((status = 200, body = crate::schemas::Actor, description = "The actor"), (status = 404, body = crate::error::Problem)))]
 pub async fn actor(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -207,7 +207,7 @@ pub async fn actor(
 
 /// `GET /v1/conversations`.
 #[utoipa::path(get, path = "/v1/conversations", tag = "queries", params(ConversationParams, ListParams),
-    responses((status = 200, description = "A page of conversations"), (status = 400, body = crate::error::Problem)))]
+    responses((status = 200, body = crate::schemas::ConversationPage, description = "A page of conversations"), (status = 400, body = crate::error::Problem)))]
 pub async fn conversations(
     State(state): State<AppState>,
     ApiQuery(f): ApiQuery<ConversationParams>,
@@ -234,7 +234,7 @@ pub async fn conversations(
 
 /// `GET /v1/conversations/{id}`.
 #[utoipa::path(get, path = "/v1/conversations/{id}", tag = "queries", params(("id" = Uuid, Path), ListParams),
-    responses((status = 200, description = "The conversation with latest checkpoint and counts"), (status = 404, body = crate::error::Problem)))]
+    responses((status = 200, body = crate::schemas::ConversationView, description = "The conversation with latest checkpoint and counts"), (status = 404, body = crate::error::Problem)))]
 pub async fn conversation(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -252,7 +252,7 @@ pub async fn conversation(
 
 /// `GET /v1/conversations/{id}/checkpoints`.
 #[utoipa::path(get, path = "/v1/conversations/{id}/checkpoints", tag = "queries", params(("id" = Uuid, Path), ListParams),
-    responses((status = 200, description = "Its checkpoints, oldest first"), (status = 404, body = crate::error::Problem)))]
+    responses((status = 200, body = crate::schemas::CheckpointPage, description = "Its checkpoints, oldest first"), (status = 404, body = crate::error::Problem)))]
 pub async fn checkpoints(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -267,7 +267,7 @@ pub async fn checkpoints(
 
 /// `GET /v1/conversations/{id}/messages`.
 #[utoipa::path(get, path = "/v1/conversations/{id}/messages", tag = "queries", params(("id" = Uuid, Path), MessageParams, ListParams),
-    responses((status = 200, description = "Its messages in time order"), (status = 404, body = crate::error::Problem)))]
+    responses((status = 200, body = crate::schemas::MessagePage, description = "Its messages in time order"), (status = 404, body = crate::error::Problem)))]
 pub async fn messages(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -292,7 +292,7 @@ pub async fn messages(
 
 /// `GET /v1/conversations/{id}/tasks`.
 #[utoipa::path(get, path = "/v1/conversations/{id}/tasks", tag = "queries", params(("id" = Uuid, Path), ListParams),
-    responses((status = 200, description = "Its tasks with derived status"), (status = 404, body = crate::error::Problem)))]
+    responses((status = 200, body = crate::schemas::TaskPage, description = "Its tasks with derived status"), (status = 404, body = crate::error::Problem)))]
 pub async fn conversation_tasks(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -311,7 +311,7 @@ pub async fn conversation_tasks(
 
 /// `GET /v1/tasks`.
 #[utoipa::path(get, path = "/v1/tasks", tag = "queries", params(TaskParams, ListParams),
-    responses((status = 200, description = "A page of tasks with derived status"), (status = 400, body = crate::error::Problem)))]
+    responses((status = 200, body = crate::schemas::TaskPage, description = "A page of tasks with derived status"), (status = 400, body = crate::error::Problem)))]
 pub async fn tasks(
     State(state): State<AppState>,
     ApiQuery(f): ApiQuery<TaskParams>,
@@ -339,7 +339,7 @@ pub async fn tasks(
 
 /// `GET /v1/tasks/{id}`.
 #[utoipa::path(get, path = "/v1/tasks/{id}", tag = "queries", params(("id" = Uuid, Path), ListParams),
-    responses((status = 200, description = "The task, its status and checkpoint history"), (status = 404, body = crate::error::Problem)))]
+    responses((status = 200, body = crate::schemas::TaskDetail, description = "The task, its status and checkpoint history"), (status = 404, body = crate::error::Problem)))]
 pub async fn task(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -357,7 +357,7 @@ pub async fn task(
 
 /// `GET /v1/stats/tasks`.
 #[utoipa::path(get, path = "/v1/stats/tasks", tag = "queries", params(StatsParams),
-    responses((status = 200, description = "Counts by status and cycle times"), (status = 400, body = crate::error::Problem)))]
+    responses((status = 200, body = crate::schemas::TaskStats, description = "Counts by status and cycle times"), (status = 400, body = crate::error::Problem)))]
 pub async fn task_stats(
     State(state): State<AppState>,
     ApiQuery(p): ApiQuery<StatsParams>,
@@ -389,7 +389,7 @@ pub struct ChildPath {
 /// `GET /v1/conversations/{id}/checkpoints/{child}`.
 #[utoipa::path(get, path = "/v1/conversations/{id}/checkpoints/{child}", tag = "queries",
     params(("id" = Uuid, Path), ("child" = Uuid, Path), ListParams),
-    responses((status = 200, description = "The checkpoint"), (status = 404, body = crate::error::Problem)))]
+    responses((status = 200, body = crate::schemas::ConversationCheckpoint, description = "The checkpoint"), (status = 404, body = crate::error::Problem)))]
 pub async fn checkpoint(
     State(state): State<AppState>,
     Path(p): Path<ChildPath>,
@@ -409,7 +409,7 @@ pub async fn checkpoint(
 /// `GET /v1/conversations/{id}/messages/{child}`.
 #[utoipa::path(get, path = "/v1/conversations/{id}/messages/{child}", tag = "queries",
     params(("id" = Uuid, Path), ("child" = Uuid, Path), ListParams),
-    responses((status = 200, description = "The message"), (status = 404, body = crate::error::Problem)))]
+    responses((status = 200, body = crate::schemas::Message, description = "The message"), (status = 404, body = crate::error::Problem)))]
 pub async fn message(
     State(state): State<AppState>,
     Path(p): Path<ChildPath>,
@@ -429,7 +429,7 @@ pub async fn message(
 /// `GET /v1/tasks/{id}/checkpoints/{child}`.
 #[utoipa::path(get, path = "/v1/tasks/{id}/checkpoints/{child}", tag = "queries",
     params(("id" = Uuid, Path), ("child" = Uuid, Path), ListParams),
-    responses((status = 200, description = "The task checkpoint"), (status = 404, body = crate::error::Problem)))]
+    responses((status = 200, body = crate::schemas::TaskCheckpoint, description = "The task checkpoint"), (status = 404, body = crate::error::Problem)))]
 pub async fn task_checkpoint(
     State(state): State<AppState>,
     Path(p): Path<ChildPath>,
