@@ -1,0 +1,197 @@
+//! Query parameters of the read endpoints and their parsing: filters, pagination,
+//! `min_position` read-your-writes, path ids.
+
+use std::time::{Duration, Instant};
+
+use axum::http::StatusCode;
+use axum::Json;
+use chrono::{DateTime, Utc};
+use pm_application::log::LogPosition;
+use pm_application::processor::ProcessorStore;
+use pm_infrastructure::read_model::query::PageRequest;
+use pm_infrastructure::read_model::{List, PageCursor, READ_MODEL};
+use serde::Deserialize;
+use serde_json::Value;
+use utoipa::IntoParams;
+use uuid::Uuid;
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// How long `min_position` waits.
+const MIN_POSITION_WAIT: Duration = Duration::from_secs(5);
+
+/// Parameters every list takes.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+pub struct ListParams {
+    /// Page size (default 50, max 500).
+    pub limit: Option<u32>,
+    /// The previous page's `next_cursor`.
+    pub cursor: Option<String>,
+    /// Wait until the read model has processed this log position.
+    pub min_position: Option<String>,
+}
+
+/// Filters of `GET /v1/conversations`.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+pub struct ConversationParams {
+    /// Exact organization.
+    pub organization: Option<String>,
+    /// Exact status.
+    pub status: Option<String>,
+    /// Exact external source.
+    pub external_source: Option<String>,
+    /// Conversations an actor takes part in.
+    pub actor_id: Option<String>,
+    /// Created at or after (RFC 3339).
+    pub created_after: Option<String>,
+    /// Created before (RFC 3339).
+    pub created_before: Option<String>,
+    /// Type of the latest checkpoint.
+    pub latest_checkpoint_type: Option<String>,
+}
+
+/// Filters of `GET /v1/tasks`.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+pub struct TaskParams {
+    /// Derived status: `NOT_STARTED` or a task checkpoint type.
+    pub status: Option<String>,
+    /// Assignee.
+    pub assigned_to: Option<String>,
+    /// Conversation.
+    pub conversation_id: Option<String>,
+    /// BEGIN_WORK checkpoint.
+    pub checkpoint_id: Option<String>,
+    /// The conversation's organization.
+    pub organization: Option<String>,
+}
+
+/// Filters of `GET /v1/conversations/{id}/messages`.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+pub struct MessageParams {
+    /// Only messages about this task.
+    pub task_id: Option<String>,
+    /// Only messages by this actor.
+    pub actor_id: Option<String>,
+}
+
+/// Parameters of `GET /v1/stats/tasks`.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+pub struct StatsParams {
+    /// `assigned_to` or `organization`.
+    pub group_by: Option<String>,
+    /// Wait until the read model has processed this log position.
+    pub min_position: Option<String>,
+}
+
+pub(super) fn uuid_param(name: &str, raw: &Option<String>) -> Result<Option<Uuid>, ApiError> {
+    raw.as_deref()
+        .map(|r| {
+            r.parse()
+                .map_err(|_| ApiError::parameter(name, "must be a UUID"))
+        })
+        .transpose()
+}
+
+pub(super) fn time_param(
+    name: &str,
+    raw: &Option<String>,
+) -> Result<Option<DateTime<Utc>>, ApiError> {
+    raw.as_deref()
+        .map(|r| {
+            DateTime::parse_from_rfc3339(r)
+                .map(|t| t.with_timezone(&Utc))
+                .map_err(|_| ApiError::parameter(name, "must be an RFC 3339 time"))
+        })
+        .transpose()
+}
+
+pub(super) fn path_uuid(raw: &str, code: &'static str, what: &str) -> Result<Uuid, ApiError> {
+    raw.parse().map_err(|_| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            code,
+            format!("{what} {raw} does not exist"),
+        )
+    })
+}
+
+pub(super) fn found(
+    value: Option<Value>,
+    code: &'static str,
+    what: &str,
+    id: Uuid,
+) -> Result<Json<Value>, ApiError> {
+    value.map(Json).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            code,
+            format!("{what} {id} does not exist"),
+        )
+    })
+}
+
+/// Waits (up to 5 s) until the read model has processed `min_position`.
+pub(super) async fn read_your_writes(
+    state: &AppState,
+    min_position: &Option<String>,
+) -> Result<(), ApiError> {
+    let Some(raw) = min_position else {
+        return Ok(());
+    };
+    let wanted: LogPosition = raw
+        .parse()
+        .map_err(|e| ApiError::parameter("min_position", e))?;
+    let started = Instant::now();
+    loop {
+        let cursor = state.processors.cursor(READ_MODEL).await?;
+        if cursor >= wanted {
+            return Ok(());
+        }
+        if started.elapsed() >= MIN_POSITION_WAIT {
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "projection_lagging",
+                format!(
+                    "the read model has processed up to {cursor}, not yet {wanted}; retry later"
+                ),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+pub(super) fn page_request(p: &ListParams, list: List) -> Result<PageRequest, ApiError> {
+    let limit = p.limit.unwrap_or(50);
+    if !(1..=500).contains(&limit) {
+        return Err(ApiError::parameter("limit", "must be between 1 and 500"));
+    }
+    let cursor = p
+        .cursor
+        .as_deref()
+        .map(|c| {
+            PageCursor::decode_for(c, list)
+                .ok_or_else(|| ApiError::parameter("cursor", "is not a cursor this list issued"))
+        })
+        .transpose()?;
+    Ok(PageRequest { limit, cursor })
+}
+
+pub(super) async fn require_conversation(state: &AppState, id: Uuid) -> Result<(), ApiError> {
+    found(
+        state.read_model.conversation(id).await?,
+        "conversation_not_found",
+        "conversation",
+        id,
+    )
+    .map(|_| ())
+}
+
+/// Path of a child entity: its parent's id and its own.
+#[derive(Debug, Deserialize)]
+pub struct ChildPath {
+    /// The parent (conversation or task).
+    pub id: String,
+    /// The child's id.
+    pub child: String,
+}
