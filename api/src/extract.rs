@@ -129,17 +129,24 @@ impl FromRequestParts<AppState> for Ctx {
     }
 }
 
-/// A query string that does not parse answers `400 invalid_parameter` as problem+json.
+/// A query string; a parameter given empty (`?cursor=`) counts as absent, and one that
+/// does not parse answers `400 invalid_parameter` as problem+json.
 #[derive(Debug, Clone)]
 pub struct ApiQuery<T>(pub T);
 
 impl<T: DeserializeOwned + Send> FromRequestParts<AppState> for ApiQuery<T> {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        axum::extract::Query::<T>::from_request_parts(parts, state)
-            .await
-            .map(|q| ApiQuery(q.0))
-            .map_err(|rejection| ApiError::parameter("query", rejection.body_text()))
+    async fn from_request_parts(parts: &mut Parts, _state: &AppState) -> Result<Self, ApiError> {
+        let query = parts.uri.query().unwrap_or("");
+        let pairs: Vec<(String, String)> =
+            serde_urlencoded::from_str(query).map_err(|e| ApiError::parameter("query", e))?;
+        let given: Vec<(String, String)> =
+            pairs.into_iter().filter(|(_, v)| !v.is_empty()).collect();
+        let normalized =
+            serde_urlencoded::to_string(&given).map_err(|e| ApiError::parameter("query", e))?;
+        serde_urlencoded::from_str(&normalized)
+            .map(ApiQuery)
+            .map_err(|e| ApiError::parameter("query", e))
     }
 }

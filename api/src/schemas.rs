@@ -7,6 +7,48 @@ use utoipa::ToSchema;
 
 // Times are RFC 3339 UTC with microseconds (`2026-11-22T05:35:27.123456Z`); ids are UUIDs.
 
+/// Whether an actor is a person or an AI.
+#[derive(ToSchema)]
+#[allow(non_camel_case_types)]
+pub enum ActorKind {
+    /// A person.
+    human,
+    /// An AI (LLM) actor.
+    ai,
+}
+
+/// The type of a conversation checkpoint.
+#[derive(ToSchema)]
+#[allow(non_camel_case_types, clippy::upper_case_acronyms)]
+pub enum CheckpointType {
+    /// Initial checkpoint when the conversation begins.
+    CONVERSATION_STARTED,
+    /// Understanding is sufficient and work may be initiated.
+    BEGIN_WORK,
+    /// Progress requires additional input.
+    NEED_INFORMATION,
+    /// No further work will occur.
+    CLOSE_CONVERSATION,
+    /// All work for this conversation has been completed.
+    WORK_COMPLETED,
+}
+
+/// The type of a task checkpoint.
+#[derive(ToSchema)]
+#[allow(non_camel_case_types, clippy::upper_case_acronyms)]
+pub enum TaskCheckpointType {
+    /// Work on the task has begun.
+    WORK_STARTED,
+    /// Work on the task has completed.
+    WORK_COMPLETED,
+    /// A human has signified that the work meets the requirements.
+    WORK_APPROVED,
+    /// A human has rejected the work.
+    WORK_REJECTED,
+    /// Work has paused.
+    WORK_PAUSED,
+}
+
 /// An actor (`project_manager.actor.registered`).
 #[derive(ToSchema)]
 pub struct Actor {

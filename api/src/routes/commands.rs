@@ -49,11 +49,13 @@ fn path_id(raw: &str, not_found: &'static str, what: &str) -> Result<Uuid, ApiEr
 #[serde(deny_unknown_fields)]
 pub struct RegisterActorBody {
     /// `human` or `ai`.
-    #[schema(value_type = String, example = "human")]
+    #[schema(value_type = crate::schemas::ActorKind)]
     pub kind: ActorKind,
     /// The name shown (non-empty).
+    #[schema(min_length = 1, pattern = "\\S")]
     pub display_name: String,
     /// Identity in an external system; the id is then derived from it (UUIDv5).
+    #[schema(min_length = 1)]
     pub external_identity: Option<String>,
 }
 
@@ -73,16 +75,22 @@ impl TryFrom<RegisterActorBody> for RegisterActorInput {
 #[serde(deny_unknown_fields)]
 pub struct StartConversationBody {
     /// At least one registered actor.
+    #[schema(min_items = 1)]
     pub actor_ids: Vec<Uuid>,
     /// Non-empty title.
+    #[schema(min_length = 1, pattern = "\\S")]
     pub title: String,
     /// Id in the external source; with `external_source` the id is derived (UUIDv5).
+    #[schema(min_length = 1)]
     pub external_id: Option<String>,
     /// External source, e.g. `github`.
+    #[schema(min_length = 1)]
     pub external_source: Option<String>,
     /// Status given by the ingress.
+    #[schema(min_length = 1)]
     pub status: Option<String>,
     /// Organization.
+    #[schema(min_length = 1)]
     pub organization: Option<String>,
 }
 
@@ -112,9 +120,10 @@ impl TryFrom<StartConversationBody> for StartConversationInput {
 pub struct CreateCheckpointBody {
     /// One of CONVERSATION_STARTED, BEGIN_WORK, NEED_INFORMATION, CLOSE_CONVERSATION,
     /// WORK_COMPLETED.
-    #[schema(value_type = String, example = "BEGIN_WORK")]
+    #[schema(value_type = crate::schemas::CheckpointType)]
     pub checkpoint_type: CheckpointType,
     /// Non-empty summary.
+    #[schema(min_length = 1, pattern = "\\S")]
     pub summary: String,
 }
 
@@ -125,6 +134,7 @@ pub struct CreateTaskBody {
     /// A BEGIN_WORK checkpoint of this conversation.
     pub checkpoint_id: Uuid,
     /// Non-empty instructions.
+    #[schema(min_length = 1, pattern = "\\S")]
     pub instructions: String,
     /// A registered actor.
     pub assigned_to: Option<Uuid>,
@@ -136,7 +146,7 @@ pub struct CreateTaskBody {
 pub struct CreateTaskCheckpointBody {
     /// One of WORK_STARTED, WORK_COMPLETED, WORK_APPROVED, WORK_REJECTED, WORK_PAUSED.
     #[serde(rename = "type")]
-    #[schema(value_type = String, example = "WORK_STARTED")]
+    #[schema(value_type = crate::schemas::TaskCheckpointType)]
     pub checkpoint_type: TaskCheckpointType,
 }
 
@@ -147,10 +157,12 @@ pub struct AddMessageBody {
     /// A registered actor.
     pub actor_id: Uuid,
     /// Non-empty content.
+    #[schema(min_length = 1, pattern = "\\S")]
     pub content: String,
     /// A task of this conversation.
     pub task_id: Option<Uuid>,
     /// Identity in an external system; the id is then derived from it (UUIDv5).
+    #[schema(min_length = 1)]
     pub external_identity: Option<String>,
     /// When the message was written (RFC 3339); default: server time.
     #[schema(value_type = Option<String>, format = DateTime)]

@@ -23,14 +23,18 @@ use crate::state::AppState;
 
 /// Query parameters of `GET /v1/events`.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct EventsQuery {
     /// Start after this position (`0` or none: from the start).
+    #[param(pattern = "^[0-9]+([.][0-9]+)?$")]
     pub cursor: Option<String>,
     /// Comma-separated exact types or `prefix.*` patterns.
     pub types: Option<String>,
     /// Only events belonging to this conversation.
+    #[param(value_type = Option<uuid::Uuid>)]
     pub conversation_id: Option<String>,
     /// Page size for JSON (default 50, max 500).
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<u32>,
 }
 

@@ -23,17 +23,22 @@ const MIN_POSITION_WAIT: Duration = Duration::from_secs(5);
 
 /// Parameters every list takes.
 #[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ListParams {
     /// Page size (default 50, max 500).
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<u32>,
     /// The previous page's `next_cursor`.
+    #[param(pattern = "^[0-9a-f]+$")]
     pub cursor: Option<String>,
     /// Wait until the read model has processed this log position.
+    #[param(pattern = "^[0-9]+([.][0-9]+)?$")]
     pub min_position: Option<String>,
 }
 
 /// Filters of `GET /v1/conversations`.
 #[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ConversationParams {
     /// Exact organization.
     pub organization: Option<String>,
@@ -42,25 +47,36 @@ pub struct ConversationParams {
     /// Exact external source.
     pub external_source: Option<String>,
     /// Conversations an actor takes part in.
+    #[param(value_type = Option<uuid::Uuid>)]
     pub actor_id: Option<String>,
     /// Created at or after (RFC 3339).
+    #[param(value_type = Option<String>, format = DateTime)]
     pub created_after: Option<String>,
     /// Created before (RFC 3339).
+    #[param(value_type = Option<String>, format = DateTime)]
     pub created_before: Option<String>,
     /// Type of the latest checkpoint.
+    #[param(value_type = Option<crate::schemas::CheckpointType>)]
     pub latest_checkpoint_type: Option<String>,
 }
 
 /// Filters of `GET /v1/tasks`.
 #[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct TaskParams {
     /// Derived status: `NOT_STARTED` or a task checkpoint type.
+    #[param(
+        pattern = "^(NOT_STARTED|WORK_STARTED|WORK_COMPLETED|WORK_APPROVED|WORK_REJECTED|WORK_PAUSED)$"
+    )]
     pub status: Option<String>,
     /// Assignee.
+    #[param(value_type = Option<uuid::Uuid>)]
     pub assigned_to: Option<String>,
     /// Conversation.
+    #[param(value_type = Option<uuid::Uuid>)]
     pub conversation_id: Option<String>,
     /// BEGIN_WORK checkpoint.
+    #[param(value_type = Option<uuid::Uuid>)]
     pub checkpoint_id: Option<String>,
     /// The conversation's organization.
     pub organization: Option<String>,
@@ -68,19 +84,25 @@ pub struct TaskParams {
 
 /// Filters of `GET /v1/conversations/{id}/messages`.
 #[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct MessageParams {
     /// Only messages about this task.
+    #[param(value_type = Option<uuid::Uuid>)]
     pub task_id: Option<String>,
     /// Only messages by this actor.
+    #[param(value_type = Option<uuid::Uuid>)]
     pub actor_id: Option<String>,
 }
 
 /// Parameters of `GET /v1/stats/tasks`.
 #[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct StatsParams {
     /// `assigned_to` or `organization`.
+    #[param(pattern = "^(assigned_to|organization)$")]
     pub group_by: Option<String>,
     /// Wait until the read model has processed this log position.
+    #[param(pattern = "^[0-9]+([.][0-9]+)?$")]
     pub min_position: Option<String>,
 }
 
