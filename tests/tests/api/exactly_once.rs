@@ -212,3 +212,52 @@ async fn two_replicas_count_once_postgres() {
         two_replicas_count_once(db).await;
     }
 }
+
+/// When the replica holding the projection's lease stops, another takes the lease over
+/// and the read model goes on: facts written afterwards are counted, exactly once.
+async fn the_lease_is_taken_over_when_its_holder_stops(db: TestDb) {
+    let first = TestService::start(&db, "").await;
+    let second = TestService::start(&db, "").await;
+    let a = actor(&first, "Ann").await.id;
+    let c = conversation(&first, &[&a], json!({})).await.id;
+    let before = message(&first, &c, &a, json!({})).await;
+    caught_up(&second, std::slice::from_ref(&before.position)).await;
+    let holder = read_model(&first).await["lease_owner"].clone();
+    let (leader, follower) = if processors(&first).await["this_replica"]["owner"] == holder {
+        (first, second)
+    } else {
+        (second, first)
+    };
+    leader.stop().await;
+    let after = message(&follower, &c, &a, json!({})).await;
+    // The follower retries the lease every few seconds; min_position waits up to 5 s, so
+    // poll a little longer than one lease period.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let r = get(
+            &follower,
+            &format!("/v1/conversations/{c}"),
+            Some(&after.position),
+        )
+        .await;
+        if r.status == 200 {
+            assert_eq!(r.json["message_count"], 2, "{}", r.text);
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no replica took the lease over: {}",
+            r.text
+        );
+    }
+    let now = read_model(&follower).await;
+    assert_ne!(now["lease_owner"], holder, "{now}");
+    follower.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lease_is_taken_over_when_its_holder_stops_postgres() {
+    if let Some(db) = TestDb::postgres().await {
+        the_lease_is_taken_over_when_its_holder_stops(db).await;
+    }
+}
