@@ -10,12 +10,11 @@
 
 use pm_application::log::{EventFilter, LogPosition, LogReader, LoggedEvent};
 use pm_application::AppError;
-use serde_json::Value;
-use sqlx::{Postgres, QueryBuilder, Sqlite};
+use sqlx::QueryBuilder;
 use tokio::sync::watch;
-use uuid::Uuid;
 
-use crate::Database;
+use crate::sql::Dialect;
+use crate::{on_db, Database};
 
 /// Reads the global log of a [`Database`].
 #[derive(Debug, Clone)]
@@ -31,21 +30,17 @@ impl DbLogReader {
     }
 }
 
-const COLUMNS: &str = "aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, conversation_id";
+/// The columns of a logged event, as text where the databases differ (casts are dropped
+/// for SQLite, which stores text already; its rows carry transaction id 0).
+const SELECT: &str =
+    "SELECT {txid} AS txid, global_position, aggregate_type, aggregate_id, sequence, \
+    event_type, event_version, payload::text AS payload, metadata::text AS metadata, \
+    conversation_id::text AS conversation_id FROM events";
 
-type PgRow = (
+/// A logged event's row: txid, global position, aggregate type and id, sequence, event
+/// type and version, payload, metadata, conversation id.
+type Row = (
     String,
-    i64,
-    String,
-    String,
-    i64,
-    String,
-    String,
-    Value,
-    Value,
-    Option<Uuid>,
-);
-type SqliteRow = (
     i64,
     String,
     String,
@@ -56,6 +51,37 @@ type SqliteRow = (
     String,
     Option<String>,
 );
+
+fn logged(row: Row) -> Result<LoggedEvent, AppError> {
+    let (
+        txid,
+        seq,
+        aggregate_type,
+        aggregate_id,
+        sequence,
+        event_type,
+        event_version,
+        payload,
+        metadata,
+        conversation,
+    ) = row;
+    Ok(LoggedEvent {
+        position: LogPosition {
+            txid: txid.parse().map_err(|e| corrupt("transaction id", e))?,
+            seq,
+        },
+        aggregate_type,
+        aggregate_id,
+        sequence,
+        event_type,
+        event_version,
+        payload: serde_json::from_str(&payload).map_err(|e| corrupt("payload", e))?,
+        metadata: serde_json::from_str(&metadata).map_err(|e| corrupt("metadata", e))?,
+        conversation_id: conversation
+            .map(|c| c.parse().map_err(|e| corrupt("conversation id", e)))
+            .transpose()?,
+    })
+}
 
 fn unavailable(e: sqlx::Error) -> AppError {
     AppError::Unavailable(e.to_string())
@@ -72,103 +98,43 @@ impl LogReader for DbLogReader {
         filter: &EventFilter,
         limit: u32,
     ) -> Result<Vec<LoggedEvent>, AppError> {
-        match &self.db {
-            Database::Postgres(pool) => {
-                let mut q = QueryBuilder::<Postgres>::new(format!(
-                    "SELECT transaction_id::text, global_position, {COLUMNS} FROM events \
-                     WHERE transaction_id < pg_snapshot_xmin(pg_current_snapshot()) \
-                     AND (transaction_id, global_position) > ("
-                ));
-                q.push_bind(after.txid.to_string())
+        let rows: Vec<Row> = on_db!(&self.db, d, pool, {
+            let txid = if d == Dialect::Postgres { "transaction_id::text" } else { "'0'" };
+            let mut q = QueryBuilder::new(d.sql(&SELECT.replace("{txid}", txid)).into_owned());
+            if d == Dialect::Postgres {
+                // Commit-safe: only transactions older than every one still running.
+                q.push(" WHERE transaction_id < pg_snapshot_xmin(pg_current_snapshot()) AND (transaction_id, global_position) > (")
+                    .push_bind(after.txid.to_string())
                     .push("::xid8, ")
                     .push_bind(after.seq)
                     .push(")");
-                push_filter_pg(&mut q, filter);
-                q.push(" ORDER BY transaction_id, global_position LIMIT ")
-                    .push_bind(i64::from(limit));
-                let rows: Vec<PgRow> = q
-                    .build_query_as()
-                    .fetch_all(pool)
-                    .await
-                    .map_err(unavailable)?;
-                rows.into_iter()
-                    .map(
-                        |(
-                            txid,
-                            seq,
-                            aggregate_type,
-                            aggregate_id,
-                            sequence,
-                            event_type,
-                            event_version,
-                            payload,
-                            metadata,
-                            conversation_id,
-                        )| {
-                            Ok(LoggedEvent {
-                                position: LogPosition {
-                                    txid: txid.parse().map_err(|e| corrupt("transaction id", e))?,
-                                    seq,
-                                },
-                                aggregate_type,
-                                aggregate_id,
-                                sequence,
-                                event_type,
-                                event_version,
-                                payload,
-                                metadata,
-                                conversation_id,
-                            })
-                        },
-                    )
-                    .collect()
+            } else {
+                q.push(" WHERE global_position > ").push_bind(after.seq);
             }
-            Database::Sqlite(pool) => {
-                let mut q = QueryBuilder::<Sqlite>::new(format!(
-                    "SELECT global_position, {COLUMNS} FROM events WHERE global_position > "
-                ));
-                q.push_bind(after.seq);
-                push_filter_sqlite(&mut q, filter);
-                q.push(" ORDER BY global_position LIMIT ")
-                    .push_bind(i64::from(limit));
-                let rows: Vec<SqliteRow> = q
-                    .build_query_as()
-                    .fetch_all(pool)
-                    .await
-                    .map_err(unavailable)?;
-                rows.into_iter()
-                    .map(
-                        |(
-                            seq,
-                            aggregate_type,
-                            aggregate_id,
-                            sequence,
-                            event_type,
-                            event_version,
-                            payload,
-                            metadata,
-                            conversation_id,
-                        )| {
-                            Ok(LoggedEvent {
-                                position: LogPosition { txid: 0, seq },
-                                aggregate_type,
-                                aggregate_id,
-                                sequence,
-                                event_type,
-                                event_version,
-                                payload: serde_json::from_str(&payload)
-                                    .map_err(|e| corrupt("payload", e))?,
-                                metadata: serde_json::from_str(&metadata)
-                                    .map_err(|e| corrupt("metadata", e))?,
-                                conversation_id: conversation_id
-                                    .map(|c| c.parse().map_err(|e| corrupt("conversation id", e)))
-                                    .transpose()?,
-                            })
-                        },
-                    )
-                    .collect()
+            if !filter.types.is_empty() || !filter.type_prefixes.is_empty() {
+                q.push(" AND (1 = 0");
+                for t in &filter.types {
+                    q.push(" OR event_type = ").push_bind(t.clone());
+                }
+                for p in &filter.type_prefixes {
+                    q.push(" OR substr(event_type, 1, ")
+                        .push_bind(i32::try_from(p.chars().count()).unwrap_or(i32::MAX))
+                        .push(") = ")
+                        .push_bind(p.clone());
+                }
+                q.push(")");
             }
-        }
+            if let Some(conversation_id) = filter.conversation_id {
+                q.push(" AND conversation_id = ")
+                    .push_bind(conversation_id.to_string())
+                    .push(d.cast("uuid"));
+            }
+            let order = if d == Dialect::Postgres { "transaction_id, global_position" } else { "global_position" };
+            q.push(format!(" ORDER BY {order} LIMIT ")).push_bind(i64::from(limit));
+            q.build_query_as().fetch_all(pool).await
+        })
+        .map_err(unavailable)?;
+        rows.into_iter().map(logged).collect()
     }
 
     async fn head(&self) -> Result<LogPosition, AppError> {
@@ -206,38 +172,5 @@ impl LogReader for DbLogReader {
 
     fn doorbell(&self) -> watch::Receiver<u64> {
         self.doorbell.clone()
-    }
-}
-
-fn push_filter_pg(q: &mut QueryBuilder<'_, Postgres>, filter: &EventFilter) {
-    if !filter.types.is_empty() || !filter.type_prefixes.is_empty() {
-        q.push(" AND (event_type = ANY(")
-            .push_bind(filter.types.clone())
-            .push(") OR event_type ^@ ANY(")
-            .push_bind(filter.type_prefixes.clone())
-            .push("))");
-    }
-    if let Some(conversation_id) = filter.conversation_id {
-        q.push(" AND conversation_id = ").push_bind(conversation_id);
-    }
-}
-
-fn push_filter_sqlite(q: &mut QueryBuilder<'_, Sqlite>, filter: &EventFilter) {
-    if !filter.types.is_empty() || !filter.type_prefixes.is_empty() {
-        q.push(" AND (0");
-        for t in &filter.types {
-            q.push(" OR event_type = ").push_bind(t.clone());
-        }
-        for p in &filter.type_prefixes {
-            q.push(" OR substr(event_type, 1, ")
-                .push_bind(p.chars().count() as i64)
-                .push(") = ")
-                .push_bind(p.clone());
-        }
-        q.push(")");
-    }
-    if let Some(conversation_id) = filter.conversation_id {
-        q.push(" AND conversation_id = ")
-            .push_bind(conversation_id.to_string());
     }
 }
