@@ -261,3 +261,45 @@ async fn the_lease_is_taken_over_when_its_holder_stops_postgres() {
         the_lease_is_taken_over_when_its_holder_stops(db).await;
     }
 }
+
+/// A replica that died holding the lease (never released it) is replaced once the lease
+/// expires — and not before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_lease_of_a_dead_replica_is_taken_over_postgres() {
+    use sqlx::{Connection, PgConnection};
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    // Create the schema, then pretend a replica that is gone holds the lease for 3 s more.
+    TestService::start(&db, "").await.stop().await;
+    let mut conn = PgConnection::connect(&db.url).await.expect("connect");
+    sqlx::query(
+        "UPDATE processors SET lease_owner = 'dead-replica', \
+         lease_expires_at = clock_timestamp() + interval '3 seconds' WHERE name = 'read_model'",
+    )
+    .execute(&mut conn)
+    .await
+    .expect("plant the lease");
+    let started = Instant::now();
+    let svc = TestService::start(&db, "").await;
+    let a = actor(&svc, "Ann").await;
+    let deadline = started + Duration::from_secs(20);
+    loop {
+        let r = get(&svc, &format!("/v1/actors/{}", a.id), Some(&a.position)).await;
+        if r.status == 200 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the lease was never taken over: {}",
+            r.text
+        );
+    }
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "the live lease of another replica was respected until it expired"
+    );
+    let rm = read_model(&svc).await;
+    assert_ne!(rm["lease_owner"], "dead-replica", "{rm}");
+    svc.stop().await;
+}
