@@ -30,17 +30,13 @@ pub struct NewEvent<'a> {
     pub conversation_id: Option<Uuid>,
 }
 
-const PG_APPEND_ONE: &str = "\
-INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, conversation_id)
-VALUES ($1, $2, $3, $4, $5, $6::json, $7::json, $8)
-RETURNING sequence, transaction_id::text, global_position";
-
 const PG_APPEND: &str = "\
 INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, conversation_id)
 SELECT * FROM UNNEST($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[]::json[], $7::text[]::json[], $8::uuid[])
 RETURNING sequence, transaction_id::text, global_position";
 
 /// Appends `rows` atomically (one statement) and returns their positions in row order.
+/// On PostgreSQL single-fact commands go through [`super::GroupCommit`] instead.
 ///
 /// # Errors
 /// `AggregateConflict` when a row's sequence is taken (another writer won),
@@ -51,22 +47,6 @@ pub async fn append(
     rows: &[NewEvent<'_>],
 ) -> Result<Vec<LogPosition>, AggregateError<DomainError>> {
     let mut returned: Vec<(i64, LogPosition)> = match db {
-        Database::Postgres(pool) if rows.len() == 1 => {
-            let row = &rows[0];
-            let fetched: (i64, String, i64) = sqlx::query_as(PG_APPEND_ONE)
-                .bind(row.aggregate_type)
-                .bind(row.aggregate_id)
-                .bind(row.sequence)
-                .bind(row.event_type.as_str())
-                .bind(row.event_version.as_str())
-                .bind(row.payload.to_string())
-                .bind(row.metadata.to_string())
-                .bind(row.conversation_id)
-                .fetch_one(pool)
-                .await
-                .map_err(classify)?;
-            vec![position(fetched)?]
-        }
         Database::Postgres(pool) => {
             let fetched: Vec<(i64, String, i64)> = sqlx::query_as(PG_APPEND)
                 .bind(rows.iter().map(|r| r.aggregate_type).collect::<Vec<_>>())
