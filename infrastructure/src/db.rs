@@ -103,13 +103,9 @@ impl Database {
     /// # Errors
     /// [`DbError::Query`] when it does not.
     pub async fn ping(&self) -> Result<(), DbError> {
-        match self {
-            Self::Postgres(pool) => sqlx::query("SELECT 1").execute(pool).await?,
-            Self::Sqlite(pool) => {
-                sqlx::query("SELECT 1").execute(pool).await?;
-                return Ok(());
-            }
-        };
+        crate::on_db!(self, _d, pool, {
+            sqlx::query("SELECT 1").execute(pool).await.map(|_| ())
+        })?;
         Ok(())
     }
 

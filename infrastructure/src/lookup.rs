@@ -13,7 +13,7 @@ use pm_domain::{CheckpointInfo, Lookup, LookupError, TaskInfo};
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::Database;
+use crate::{on_db, Database};
 
 /// What is known to exist, learned from creation facts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,31 +115,21 @@ impl StoreLookup {
             return Ok(Some(known));
         }
         let key = id.to_string();
-        let row: Option<(String, Value)> = match &self.db {
-            Database::Postgres(pool) => sqlx::query_as(
-                "SELECT event_type, payload FROM events \
+        let row: Option<(String, String)> = on_db!(&self.db, d, pool, {
+            sqlx::query_as(&d.sql(
+                "SELECT event_type, payload::text FROM events \
                  WHERE aggregate_type = $1 AND aggregate_id = $2 AND sequence = 1",
-            )
+            ))
             .bind(aggregate_type)
             .bind(&key)
             .fetch_optional(pool)
             .await
-            .map_err(|e| LookupError(e.to_string()))?,
-            Database::Sqlite(pool) => {
-                let row: Option<(String, String)> = sqlx::query_as(
-                    "SELECT event_type, payload FROM events \
-                     WHERE aggregate_type = ? AND aggregate_id = ? AND sequence = 1",
-                )
-                .bind(aggregate_type)
-                .bind(&key)
-                .fetch_optional(pool)
-                .await
-                .map_err(|e| LookupError(e.to_string()))?;
-                row.map(|(t, p)| serde_json::from_str(&p).map(|p| (t, p)))
-                    .transpose()
-                    .map_err(|e| LookupError(format!("corrupt payload of {key}: {e}")))?
-            }
-        };
+        })
+        .map_err(|e| LookupError(e.to_string()))?;
+        let row = row
+            .map(|(t, p)| serde_json::from_str::<Value>(&p).map(|p| (t, p)))
+            .transpose()
+            .map_err(|e| LookupError(format!("corrupt payload of {key}: {e}")))?;
         Ok(row.and_then(|(event_type, payload)| {
             self.known.learn(id, &event_type, &payload);
             Known::from_fact(&event_type, &payload)

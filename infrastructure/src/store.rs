@@ -195,8 +195,8 @@ impl PmStore {
 fn envelope<A: Aggregate>(event: SerializedEvent) -> StoreResult<EventEnvelope<A>> {
     let payload = serde_json::from_value(event.payload)
         .map_err(|e| AggregateError::DeserializationError(Box::new(e)))?;
-    let metadata: HashMap<String, String> =
-        serde_json::from_value(event.metadata).unwrap_or_default();
+    let metadata: HashMap<String, String> = serde_json::from_value(event.metadata)
+        .map_err(|e| AggregateError::DeserializationError(Box::new(e)))?;
     Ok(EventEnvelope {
         aggregate_id: event.aggregate_id,
         sequence: event.sequence,

@@ -95,13 +95,20 @@ async fn run(state: AppState, req: Request, next: Next) -> Result<Response, Resp
         .await;
     let status = response.status();
     if status.is_server_error() {
-        if let Err(e) = store.release(role, &key).await {
-            tracing::warn!(error = %e, "could not release an idempotency key");
-        }
+        release(store, role, &key).await;
         return Ok(response);
     }
     let (parts, body) = response.into_parts();
-    let body = to_bytes(body, usize::MAX).await.unwrap_or_default();
+    let body = match to_bytes(body, usize::MAX).await {
+        Ok(body) => body,
+        Err(e) => {
+            // Nothing worth replaying: give the key up so a retry runs again.
+            release(store, role, &key).await;
+            return Err(
+                ApiError::internal(format!("could not buffer the answer: {e}")).into_response(),
+            );
+        }
+    };
     let header_text = |name: &str| {
         parts
             .headers
@@ -119,6 +126,13 @@ async fn run(state: AppState, req: Request, next: Next) -> Result<Response, Resp
         tracing::warn!(error = %e, "could not store an idempotency answer");
     }
     Ok(Response::from_parts(parts, Body::from(body)))
+}
+
+/// Gives a claimed key up (its request produced nothing worth replaying).
+async fn release(store: &impl IdempotencyStore, role: &str, key: &str) {
+    if let Err(e) = store.release(role, key).await {
+        tracing::warn!(error = %e, "could not release an idempotency key");
+    }
 }
 
 fn replay(stored: StoredResponse) -> Response {
