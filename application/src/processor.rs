@@ -160,6 +160,8 @@ impl<H: BatchHandler, S: ProcessorStore, L: LogReader> ProcessorRunner<H, S, L> 
         let mut leader = false;
         let mut lease_renewed = tokio::time::Instant::now();
         let mut cursor = None;
+        // The lag metric costs a query of the log's head: at most once a second.
+        let mut lag_reported: Option<tokio::time::Instant> = None;
         let all = EventFilter::default();
         while !shutdown.is_cancelled() {
             if !leader || lease_renewed.elapsed() >= self.options.lease_ttl / 3 {
@@ -217,7 +219,10 @@ impl<H: BatchHandler, S: ProcessorStore, L: LogReader> ProcessorRunner<H, S, L> 
                     continue;
                 }
             };
-            self.report_lag(&name, from).await;
+            if lag_reported.is_none_or(|at| at.elapsed() >= Duration::from_secs(1)) {
+                self.report_lag(&name, from).await;
+                lag_reported = Some(tokio::time::Instant::now());
+            }
             if events.is_empty() {
                 self.idle(&mut doorbell, self.options.poll_interval, &shutdown)
                     .await;
