@@ -7,21 +7,24 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 
-use axum::serve::ListenerExt;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use pm_application::bus::CommandBus;
-use pm_application::clock::SystemClock;
+use pm_application::clock::{Clock, SystemClock};
 use pm_application::commands::Commands;
+use pm_application::log::LogReader;
 use pm_application::processor::{ProcessorRunner, ProcessorStore, RunnerOptions};
+use pm_application::queries::Queries;
+use pm_application::sagas::{DeadlineScheduler, SagaEngine, SagaProcessor, SAGAS};
 use pm_domain::Services;
 use pm_infrastructure::idempotency::DbIdempotencyStore;
 use pm_infrastructure::log::DbLogReader;
 use pm_infrastructure::lookup::{KnownEntities, StoreLookup};
-use pm_infrastructure::read_model::processors::DbProcessorStore;
+use pm_infrastructure::processor::DbProcessorStore;
 use pm_infrastructure::read_model::query::ReadModel;
 use pm_infrastructure::read_model::rebuild::ensure_schema;
 use pm_infrastructure::read_model::ReadModelProjection;
 use pm_infrastructure::read_model::READ_MODEL;
+use pm_infrastructure::sagas::{DbSagaStore, SagaReads};
 use pm_infrastructure::store::PmStore;
 use pm_infrastructure::{Database, DbError};
 use tokio::net::TcpListener;
@@ -48,18 +51,26 @@ pub enum StartError {
     Bind(SocketAddr, #[source] std::io::Error),
 }
 
-/// How long a processor lease lasts without renewal (a replica that dies hands its
-/// processors over after this long).
-const LEASE_TTL: std::time::Duration = std::time::Duration::from_secs(10);
+/// How often a replica confirms it still owns its processors and tries to take over the
+/// others (a replica that dies hands its processors over within about this long).
+const OWNERSHIP_CHECK: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// How often the deadline scheduler looks for due deadlines.
+const DEADLINE_TICK: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// The read-model runner of this replica.
 type ReadModelRunner = ProcessorRunner<ReadModelProjection, DbProcessorStore, DbLogReader>;
+
+/// The saga runner of this replica.
+type SagaRunner = ProcessorRunner<SagaProcessor<DbSagaStore>, DbProcessorStore, DbLogReader>;
 
 /// Test hooks: failure injection for the black-box tests.
 #[derive(Debug, Clone, Default)]
 pub struct Hooks {
     /// While set, every projection batch fails after applying and before committing.
     pub fail_projection_before_commit: Option<Arc<std::sync::atomic::AtomicBool>>,
+    /// The clock of the commands and the sagas' deadlines (the system clock without it).
+    pub clock: Option<Arc<dyn Clock>>,
 }
 
 /// A built, bound, not yet serving service.
@@ -67,7 +78,9 @@ pub struct Application {
     listener: TcpListener,
     addr: SocketAddr,
     state: AppState,
+    limits: crate::serve::Limits,
     runner: ReadModelRunner,
+    sagas: (SagaRunner, DeadlineScheduler<DbSagaStore, DbLogReader>),
     doorbell: (
         tokio::sync::watch::Receiver<u64>,
         tokio::sync::watch::Sender<u64>,
@@ -117,7 +130,13 @@ impl Application {
     /// [`StartError`] naming what failed.
     pub async fn build_with(config: &Config, hooks: Hooks) -> Result<Self, StartError> {
         let tokens = config.validate()?;
-        let db = Database::connect(config.database_url(), config.db_pool_size).await?;
+        let db = Database::connect(
+            config.database_url(),
+            config.db_pool_size,
+            config.db_acquire_timeout(),
+        )
+        .await?;
+        warn_about_capacity(&db).await;
         db.migrate().await?;
         ensure_schema(&db).await.map_err(DbError::Query)?;
         // Appends ring `local`; the doorbell task forwards to `readers` (and across
@@ -125,47 +144,82 @@ impl Application {
         let (local, local_rx) = tokio::sync::watch::channel(0u64);
         let (readers, readers_rx) = tokio::sync::watch::channel(0u64);
         let known = Arc::new(KnownEntities::new(200_000));
-        let store = PmStore::new(db.clone(), 100_000, known.clone(), local);
+        let store = PmStore::new(db.clone(), 100_000, known.clone(), local.clone());
         let lookup = StoreLookup::new(db.clone(), known);
         let bus = CommandBus::new(
             store,
             Services::new(Arc::new(lookup)),
             config.command_attempts,
         );
-        let commands = Commands::new(bus, Arc::new(SystemClock));
+        let clock: Arc<dyn Clock> = hooks.clock.clone().unwrap_or_else(|| Arc::new(SystemClock));
+        let commands = Commands::new(bus, clock.clone());
         let log = DbLogReader::new(db.clone(), readers_rx);
         let owner = format!("{}-{}", std::process::id(), uuid::Uuid::now_v7());
         let mut projection = ReadModelProjection::new(db.clone());
         if let Some(switch) = hooks.fail_projection_before_commit {
             projection = projection.with_failure_switch(switch);
         }
-        // Take the projection's lease now if it is free, so the service is ready as soon
-        // as it listens; the runner renews it (or waits for the replica holding it).
+        // Take the projection now if nobody owns it, so the service is ready as soon as it
+        // listens; the runner keeps it (or waits for the replica owning it to end). One
+        // store, cloned: the replica owns every processor through one connection.
         let processors = DbProcessorStore::new(db.clone());
-        processors
-            .acquire_lease(READ_MODEL, &owner, LEASE_TTL)
-            .await
-            .map_err(StartError::Store)?;
+        for name in [READ_MODEL, SAGAS] {
+            processors
+                .claim(name, &owner)
+                .await
+                .map_err(StartError::Store)?;
+        }
         let (runner, processor_status) = ProcessorRunner::new(
             Arc::new(projection),
-            DbProcessorStore::new(db.clone()),
+            processors.clone(),
             log.clone(),
             RunnerOptions {
                 batch_size: 500,
                 poll_interval: config.log_poll(),
-                lease_ttl: LEASE_TTL,
+                ownership_check: OWNERSHIP_CHECK,
                 owner: owner.clone(),
                 linger: std::time::Duration::from_millis(config.projection_linger_ms),
             },
         );
+        let engine = Arc::new(SagaEngine::new(
+            DbSagaStore::new(db.clone(), local),
+            config.sagas(),
+            clock,
+        ));
+        let (saga_runner, saga_status) = ProcessorRunner::new(
+            Arc::new(SagaProcessor::new(engine.clone())),
+            processors.clone(),
+            log.clone(),
+            RunnerOptions {
+                batch_size: 500,
+                poll_interval: config.log_poll(),
+                ownership_check: OWNERSHIP_CHECK,
+                owner: owner.clone(),
+                // A human message becomes a dispatched turn at once.
+                linger: std::time::Duration::ZERO,
+            },
+        );
+        let scheduler = DeadlineScheduler::new(
+            engine.clone(),
+            saga_status.clone(),
+            log.clone(),
+            DEADLINE_TICK,
+        );
         let state = AppState::new(Shared {
             commands: Arc::new(commands),
-            log,
-            read_model: ReadModel::new(db.clone()),
+            log: log.clone(),
+            queries: Queries::new(
+                ReadModel::new(db.clone()),
+                SagaReads::new(db.clone()),
+                processors.clone(),
+                log.clone(),
+            ),
             processors,
             processor_status,
+            saga_status,
+            sagas: engine,
+            idempotency: DbIdempotencyStore::new(db.clone(), owner.clone()),
             owner,
-            idempotency: DbIdempotencyStore::new(db.clone()),
             db,
             tokens,
             metrics: metrics_handle(),
@@ -173,9 +227,7 @@ impl Application {
             log_poll: config.log_poll(),
             max_body_bytes: config.max_body_bytes,
         });
-        let listener = TcpListener::bind(config.bind)
-            .await
-            .map_err(|e| StartError::Bind(config.bind, e))?;
+        let listener = bind(config.bind).map_err(|e| StartError::Bind(config.bind, e))?;
         let addr = listener
             .local_addr()
             .map_err(|e| StartError::Bind(config.bind, e))?;
@@ -183,7 +235,12 @@ impl Application {
             listener,
             addr,
             state,
+            limits: crate::serve::Limits {
+                max_connections: config.max_connections,
+                header_read_timeout: config.header_read_timeout(),
+            },
             runner,
+            sagas: (saga_runner, scheduler),
             doorbell: (local_rx, readers),
         })
     }
@@ -216,33 +273,77 @@ impl Application {
         let db = self.state.db.clone();
         let purge = spawn_idempotency_purge(self.state.idempotency.clone(), token.clone());
         let upkeep = spawn_metrics_upkeep(self.state.metrics.clone(), token.clone());
+        let monitor = spawn_log_monitor(self.state.log.clone(), token.clone());
         let runner = tokio::spawn(self.runner.run(token.clone()));
+        let (saga_runner, scheduler) = self.sagas;
+        let saga_runner = tokio::spawn(saga_runner.run(token.clone()));
+        let scheduler = tokio::spawn(scheduler.run(token.clone()));
         let (local, readers) = self.doorbell;
         pm_infrastructure::doorbell::spawn(db.clone(), local, readers, token.clone());
         let router = routes::router(self.state);
         tracing::info!(addr = %self.addr, store = db.kind(), "project-manager listening");
         let signal_token = token.clone();
-        let listener = self.listener.tap_io(|tcp| {
-            if let Err(e) = tcp.set_nodelay(true) {
-                tracing::debug!(error = %e, "cannot set TCP_NODELAY");
-            }
+        tokio::spawn(async move {
+            shutdown.await;
+            tracing::info!("shutting down: finishing in-flight requests");
+            signal_token.cancel();
         });
-        let served = axum::serve(listener, router)
-            .with_graceful_shutdown(async move {
-                shutdown.await;
-                tracing::info!("shutting down: finishing in-flight requests");
-                signal_token.cancel();
-            })
-            .await;
+        let served = crate::serve::serve(self.listener, router, self.limits, token.clone()).await;
         token.cancel();
         purge.abort();
         upkeep.abort();
-        if let Err(e) = runner.await {
-            tracing::error!(error = %e, "the read-model processor task failed");
+        monitor.abort();
+        for (task, name) in [
+            (runner, "read-model processor"),
+            (saga_runner, "saga processor"),
+            (scheduler, "deadline scheduler"),
+        ] {
+            if let Err(e) = task.await {
+                tracing::error!(error = %e, task = name, "a background task failed");
+            }
         }
         db.close().await;
         served
     }
+}
+
+/// Says how many replicas of this pool size fit PostgreSQL's `max_connections`, and warns
+/// when fewer than two do (a second replica, or a rolling restart, would run out).
+async fn warn_about_capacity(db: &Database) {
+    match db.capacity().await {
+        Ok(Some(c)) if c.replicas < 2 => tracing::warn!(
+            max_connections = c.max_connections,
+            reserved = c.reserved,
+            per_replica = c.per_replica,
+            "PostgreSQL's max_connections ({}) minus {} reserved fits {} replica(s) holding {} \
+             connections each (PM_DB_POOL_SIZE + 2): lower PM_DB_POOL_SIZE or raise max_connections",
+            c.max_connections,
+            c.reserved,
+            c.replicas,
+            c.per_replica
+        ),
+        Ok(Some(c)) => tracing::info!(
+            max_connections = c.max_connections,
+            per_replica = c.per_replica,
+            replicas_that_fit = c.replicas,
+            "database connection capacity"
+        ),
+        Ok(None) => {}
+        Err(e) => tracing::warn!(error = %e, "could not read PostgreSQL's max_connections"),
+    }
+}
+
+/// A listener with a backlog deep enough for bursts of new connections (the default 128
+/// drops SYNs under a burst, and each drop costs its client a one-second retransmit).
+fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(4096)
 }
 
 fn spawn_idempotency_purge(
@@ -257,6 +358,28 @@ fn spawn_idempotency_purge(
                 _ = tick.tick() => {
                     if let Err(e) = store.purge_expired().await {
                         tracing::warn!(error = %e, "could not purge expired idempotency keys");
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// Publishes the log's head and how long an append has held the log back, every second
+/// (`pm_log_head_position`, `pm_log_held_back_seconds`).
+fn spawn_log_monitor(log: DbLogReader, token: CancellationToken) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+        loop {
+            tokio::select! {
+                _ = token.cancelled() => break,
+                _ = tick.tick() => {
+                    if let Ok(head) = log.head().await {
+                        metrics::gauge!("pm_log_head_position").set(head.value() as f64);
+                    }
+                    if let Ok(held) = log.held_back().await {
+                        let seconds = held.map_or(0.0, |d| d.as_secs_f64());
+                        metrics::gauge!("pm_log_held_back_seconds").set(seconds);
                     }
                 }
             }

@@ -8,6 +8,9 @@ use clap::{Parser, Subcommand};
 
 use crate::auth::Tokens;
 
+/// The largest saga setting (seconds, or errors): about three years.
+const MAX_SAGA_SETTING: u64 = 100_000_000;
+
 /// project-manager: an event-sourced CQRS service for conversations, checkpoints, tasks
 /// and messages.
 #[derive(Debug, Clone, Parser)]
@@ -37,9 +40,26 @@ pub struct Config {
     #[arg(long, env = "PM_MAX_BODY_BYTES", default_value_t = 1024 * 1024)]
     pub max_body_bytes: usize,
 
-    /// Database connections in the pool.
-    #[arg(long, env = "PM_DB_POOL_SIZE", default_value_t = 32)]
+    /// Database connections in the pool. Each replica holds this many plus 2 (processor
+    /// ownership, the LISTEN doorbell); replicas × (pool + 2) must stay below PostgreSQL's
+    /// `max_connections` minus its reserved ones (a warning at start says how many fit).
+    #[arg(long, env = "PM_DB_POOL_SIZE", default_value_t = 16)]
     pub db_pool_size: u32,
+
+    /// HTTP connections open at once; one more is answered `503` and closed.
+    #[arg(long, env = "PM_MAX_CONNECTIONS", default_value_t = 10_000)]
+    pub max_connections: usize,
+
+    /// Milliseconds a connection may take to send a request's headers once it waits for
+    /// one: closes slow-header (slowloris) connections, and keep-alive connections idle
+    /// that long.
+    #[arg(long, env = "PM_HEADER_READ_TIMEOUT_MS", default_value_t = 5_000)]
+    pub header_read_timeout_ms: u64,
+
+    /// Milliseconds a request waits for a database connection before answering `503`:
+    /// short, so an outage answers at once (with `Retry-After`) instead of queueing.
+    #[arg(long, env = "PM_DB_ACQUIRE_TIMEOUT_MS", default_value_t = 500)]
+    pub db_acquire_timeout_ms: u64,
 
     /// How many times a command that loses an optimistic-concurrency race is tried.
     #[arg(long, env = "PM_COMMAND_ATTEMPTS", default_value_t = 8)]
@@ -54,6 +74,25 @@ pub struct Config {
     /// again: larger batches under load, at most this much extra read latency.
     #[arg(long, env = "PM_PROJECTION_LINGER_MS", default_value_t = 20)]
     pub projection_linger_ms: u64,
+
+    /// Seconds a session waiting for the user (after a `NEED_INFORMATION` checkpoint)
+    /// waits before it auto-decides: a turn `{kind: auto_decide}` for the root agent.
+    #[arg(long, env = "PM_SESSION_TIMEOUT_SECS", default_value_t = 300)]
+    pub session_timeout_secs: u64,
+
+    /// Seconds a dispatched or streaming turn may go without progress before the watchdog
+    /// ends it with `turn.error {error_type: timeout}`.
+    #[arg(long, env = "PM_TURN_TIMEOUT_SECS", default_value_t = 600)]
+    pub turn_timeout_secs: u64,
+
+    /// Consecutive turn errors that suspend an active session (FCMP `failed`).
+    #[arg(long, env = "PM_SESSION_ERROR_THRESHOLD", default_value_t = 3)]
+    pub session_error_threshold: u32,
+
+    /// The actor the root agent acts for in conversations without an `ai` participant
+    /// (its messages then speak for the root agent); unset, any `ai` author does.
+    #[arg(long, env = "PM_DEFAULT_LLM_ACTOR")]
+    pub default_llm_actor: Option<uuid::Uuid>,
 
     /// What to do (default: serve).
     #[command(subcommand)]
@@ -90,6 +129,9 @@ pub enum ConfigError {
     /// `PM_MAX_BODY_BYTES` is zero.
     #[error("PM_MAX_BODY_BYTES must be at least 1")]
     BodyLimit,
+    /// A saga setting out of range.
+    #[error("{0} must be between 1 and 100000000")]
+    SagaSetting(&'static str),
     /// `DATABASE_URL` has an unsupported scheme.
     #[error("DATABASE_URL must start with postgres://, postgresql:// or sqlite: (got {0:?})")]
     DatabaseUrl(String),
@@ -109,9 +151,30 @@ impl Config {
             .unwrap_or(pm_infrastructure::db::DEFAULT_SQLITE_URL)
     }
 
+    /// The header-read (and keep-alive idle) timeout.
+    pub fn header_read_timeout(&self) -> Duration {
+        Duration::from_millis(self.header_read_timeout_ms.max(100))
+    }
+
+    /// How long a request waits for a database connection.
+    pub fn db_acquire_timeout(&self) -> Duration {
+        Duration::from_millis(self.db_acquire_timeout_ms.max(50))
+    }
+
     /// The poll interval of idle event streams.
     pub fn log_poll(&self) -> Duration {
         Duration::from_millis(self.log_poll_ms.max(10))
+    }
+
+    /// The settings the saga machines decide with.
+    pub fn sagas(&self) -> pm_domain::saga::SagaConfig {
+        let seconds = |s: u64| chrono::Duration::seconds(i64::try_from(s).unwrap_or(i64::MAX));
+        pm_domain::saga::SagaConfig {
+            default_llm_actor: self.default_llm_actor,
+            session_timeout: seconds(self.session_timeout_secs),
+            turn_timeout: seconds(self.turn_timeout_secs),
+            error_threshold: self.session_error_threshold,
+        }
     }
 
     /// Checks the settings and parses the tokens.
@@ -125,6 +188,17 @@ impl Config {
         }
         if self.max_body_bytes == 0 {
             return Err(ConfigError::BodyLimit);
+        }
+        let sagas = [
+            ("PM_SESSION_TIMEOUT_SECS", self.session_timeout_secs),
+            ("PM_TURN_TIMEOUT_SECS", self.turn_timeout_secs),
+            (
+                "PM_SESSION_ERROR_THRESHOLD",
+                u64::from(self.session_error_threshold),
+            ),
+        ];
+        if let Some((name, _)) = sagas.iter().find(|(_, v)| *v == 0 || *v > MAX_SAGA_SETTING) {
+            return Err(ConfigError::SagaSetting(name));
         }
         let url = self.database_url();
         if !(url.starts_with("postgres://")

@@ -107,6 +107,26 @@ impl ApiError {
     }
 }
 
+/// `400 invalid_position`: a position token that is not in the log, named by the
+/// parameter or header that carried it.
+pub fn invalid_position(name: &str, reason: impl std::fmt::Display) -> ApiError {
+    ApiError::new(
+        StatusCode::BAD_REQUEST,
+        "invalid_position",
+        format!("{name}: {reason}"),
+    )
+}
+
+/// `raw` for an error detail: at most 64 characters of it, so a huge input is never
+/// echoed back whole.
+pub fn clip(raw: &str) -> String {
+    const MAX: usize = 64;
+    match raw.char_indices().nth(MAX) {
+        Some((end, _)) => format!("{}…", &raw[..end]),
+        None => raw.to_string(),
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = serde_json::to_vec(&self.problem()).unwrap_or_default();
@@ -115,6 +135,12 @@ impl IntoResponse for ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            // Outages and a lagging projection are short: try again in a second.
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
         if self.status == StatusCode::UNAUTHORIZED {
             response
                 .headers_mut()
@@ -167,6 +193,14 @@ impl From<AppError> for ApiError {
             AppError::ConcurrencyConflict { .. } => {
                 Self::new(StatusCode::CONFLICT, "concurrency_conflict", e.to_string())
             }
+            AppError::InvalidPosition(detail) => {
+                Self::new(StatusCode::BAD_REQUEST, "invalid_position", detail)
+            }
+            AppError::ProjectionLagging { .. } => Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "projection_lagging",
+                e.to_string(),
+            ),
             AppError::Unavailable(cause) => Self::unavailable(cause),
             AppError::Internal(cause) => Self::internal(cause),
         }

@@ -96,6 +96,21 @@ fn strip_position(message: &str) -> String {
     }
 }
 
+/// A path id: a UUID, or `404 <code>` naming the (clipped) id — an id that is not a
+/// UUID names nothing.
+///
+/// # Errors
+/// `404` with `code`.
+pub fn path_uuid(raw: &str, code: &'static str, what: &str) -> Result<uuid::Uuid, ApiError> {
+    raw.parse().map_err(|_| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            code,
+            format!("{what} {} does not exist", crate::error::clip(raw)),
+        )
+    })
+}
+
 /// The correlation id of a request (from `X-Correlation-Id`, else `X-Request-Id`, else
 /// a new UUIDv7), put in the request's extensions by the correlation middleware.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,10 +136,16 @@ impl FromRequestParts<AppState> for Ctx {
             .and_then(|v| v.to_str().ok())
             .filter(|v| !v.is_empty() && v.len() <= 128)
             .map(str::to_string);
+        let idempotency_key = parts
+            .headers
+            .get("idempotency-key")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
         Ok(Self(CommandContext {
             correlation_id,
             causation_id,
             role: caller.role_name().to_string(),
+            idempotency_key,
         }))
     }
 }
@@ -143,10 +164,26 @@ impl<T: DeserializeOwned + Send> FromRequestParts<AppState> for ApiQuery<T> {
             serde_urlencoded::from_str(query).map_err(|e| ApiError::parameter("query", e))?;
         let given: Vec<(String, String)> =
             pairs.into_iter().filter(|(_, v)| !v.is_empty()).collect();
+        if let Some((name, _)) = given.iter().find(|(_, v)| v.contains('\0')) {
+            return Err(ApiError::parameter(
+                &crate::error::clip(name),
+                "must not contain the NUL character",
+            ));
+        }
         let normalized =
             serde_urlencoded::to_string(&given).map_err(|e| ApiError::parameter("query", e))?;
-        serde_urlencoded::from_str(&normalized)
+        // Through serde_path_to_error, so the error names the parameter (`limit: …`).
+        let de = serde_urlencoded::Deserializer::new(form_urlencoded::parse(normalized.as_bytes()));
+        serde_path_to_error::deserialize(de)
             .map(ApiQuery)
-            .map_err(|e| ApiError::parameter("query", e))
+            .map_err(|e| {
+                let name = e.path().to_string();
+                let name = if name == "." {
+                    "query".to_string()
+                } else {
+                    crate::error::clip(&name)
+                };
+                ApiError::parameter(&name, e.into_inner())
+            })
     }
 }

@@ -7,12 +7,14 @@
 
 pub mod app;
 pub mod auth;
+pub mod cli;
 pub mod config;
 pub mod error;
 pub mod extract;
+pub mod failpoint;
 pub mod openapi;
 pub mod routes;
-pub mod schemas;
+pub mod serve;
 pub mod state;
 
 pub use app::Application;

@@ -1,21 +1,22 @@
 //! The OpenAPI 3.1 document of every endpoint, generated from the handlers' annotations.
 
+use serde_json::{Map, Value};
 use utoipa::openapi::path::Operation;
 use utoipa::openapi::{Content, OpenApi as Document, Ref, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
 use crate::error::Problem;
-use crate::routes::{admin, commands, events, ops, queries};
+use crate::routes::{admin, commands, events, ops, queries, sagas};
 
 /// The API description.
 #[derive(OpenApi)]
 #[openapi(
     modifiers(&ProblemResponses),
-    info(title = "project-manager", description = "Event-sourced CQRS service: conversations, checkpoints, tasks, messages, and the global event log."),
+    info(title = "project-manager", description = "Event-sourced CQRS service: conversations, checkpoints, tasks, messages, the global event log, and the session, agent and turn machines that run on them."),
     paths(
         commands::register_actor,
         commands::start_conversation,
-        commands::create_checkpoint,
+        commands::create_conversation_checkpoint,
         commands::create_task,
         commands::create_task_checkpoint,
         commands::add_message,
@@ -32,6 +33,16 @@ use crate::routes::{admin, commands, events, ops, queries};
         queries::checkpoint,
         queries::message,
         queries::task_checkpoint,
+        sagas::session,
+        sagas::agents,
+        sagas::agent,
+        sagas::turns,
+        sagas::turn,
+        sagas::anomalies,
+        sagas::pause,
+        sagas::resume,
+        sagas::archive,
+        sagas::kill,
         admin::processors,
         admin::parked,
         admin::rebuild_projection,
@@ -40,39 +51,12 @@ use crate::routes::{admin, commands, events, ops, queries};
         ops::metrics,
         ops::openapi,
     ),
-    components(schemas(
-        Problem,
-        commands::RegisterActorBody,
-        commands::StartConversationBody,
-        commands::CreateCheckpointBody,
-        commands::CreateTaskBody,
-        commands::CreateTaskCheckpointBody,
-        commands::AddMessageBody,
-        events::EventPage,
-        crate::schemas::ActorKind,
-        crate::schemas::CheckpointType,
-        crate::schemas::TaskCheckpointType,
-        crate::schemas::Actor,
-        crate::schemas::Conversation,
-        crate::schemas::ConversationCheckpoint,
-        crate::schemas::Task,
-        crate::schemas::TaskCheckpoint,
-        crate::schemas::Message,
-        crate::schemas::ConversationView,
-        crate::schemas::TaskView,
-        crate::schemas::TaskDetail,
-        crate::schemas::ConversationPage,
-        crate::schemas::TaskPage,
-        crate::schemas::CheckpointPage,
-        crate::schemas::MessagePage,
-        crate::schemas::TaskStats,
-        crate::schemas::CloudEvent,
-        crate::schemas::ProcessorReport,
-    )),
+    components(schemas(Problem, pm_application::views::SessionSnapshot)),
     tags(
         (name = "commands", description = "Each emits exactly one project_manager.* fact"),
         (name = "events", description = "The global, ordered event log"),
         (name = "queries", description = "Read models (eventually consistent; ?min_position= for read-your-writes)"),
+        (name = "sagas", description = "Sessions, agents, turns and anomalies of the saga machines; operators' controls (admin)"),
         (name = "admin", description = "Operator controls"),
         (name = "operations", description = "Health, readiness, metrics"),
     )
@@ -143,6 +127,77 @@ impl Modify for ProblemResponses {
 }
 
 /// The document as JSON.
-pub fn document() -> serde_json::Value {
-    serde_json::to_value(ApiDoc::openapi()).unwrap_or_default()
+pub fn document() -> Value {
+    let mut doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or_default();
+    let schemas = doc["components"]["schemas"].clone();
+    flatten_all_of(&mut doc, &schemas);
+    doc
+}
+
+/// Rewrites every `allOf` of object schemas (what `#[serde(flatten)]` becomes) into one
+/// object schema with the union of their properties and required fields. A view that
+/// flattens a fact adds fields to it, so the fact's `additionalProperties: false` must
+/// apply to the whole view, not to the fact's part alone (which would reject the view's
+/// own fields).
+fn flatten_all_of(node: &mut Value, schemas: &Value) {
+    match node {
+        Value::Object(object) => {
+            for child in object.values_mut() {
+                flatten_all_of(child, schemas);
+            }
+            let Some(Value::Array(parts)) = object.get("allOf") else {
+                return;
+            };
+            let mut resolved = Vec::with_capacity(parts.len());
+            for part in parts {
+                let mut part = resolve(part, schemas);
+                flatten_all_of(&mut part, schemas);
+                if part.get("properties").is_none() {
+                    return;
+                }
+                resolved.push(part);
+            }
+            let mut properties = Map::new();
+            let mut required: Vec<Value> = Vec::new();
+            let mut closed = false;
+            for part in resolved {
+                if let Some(Value::Object(p)) = part.get("properties") {
+                    properties.extend(p.clone());
+                }
+                if let Some(Value::Array(r)) = part.get("required") {
+                    required.extend(
+                        r.iter()
+                            .filter(|f| !required.contains(f))
+                            .cloned()
+                            .collect::<Vec<_>>(),
+                    );
+                }
+                closed |= part.get("additionalProperties") == Some(&Value::Bool(false));
+            }
+            object.remove("allOf");
+            object.insert("type".into(), "object".into());
+            object.insert("properties".into(), Value::Object(properties));
+            object.insert("required".into(), Value::Array(required));
+            if closed {
+                object.insert("additionalProperties".into(), Value::Bool(false));
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                flatten_all_of(item, schemas);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A `$ref` to `#/components/schemas/<name>` resolved (other schemas as they are).
+fn resolve(schema: &Value, schemas: &Value) -> Value {
+    schema
+        .get("$ref")
+        .and_then(Value::as_str)
+        .and_then(|r| r.strip_prefix("#/components/schemas/"))
+        .and_then(|name| schemas.get(name))
+        .unwrap_or(schema)
+        .clone()
 }

@@ -6,10 +6,13 @@ use std::time::Duration;
 use metrics_exporter_prometheus::PrometheusHandle;
 use pm_application::commands::Commands;
 use pm_application::processor::ProcessorStatus;
+use pm_application::queries::Queries;
+use pm_application::sagas::SagaEngine;
 use pm_infrastructure::idempotency::DbIdempotencyStore;
 use pm_infrastructure::log::DbLogReader;
-use pm_infrastructure::read_model::processors::DbProcessorStore;
+use pm_infrastructure::processor::DbProcessorStore;
 use pm_infrastructure::read_model::query::ReadModel;
+use pm_infrastructure::sagas::{DbSagaStore, SagaReads};
 use pm_infrastructure::store::PmStore;
 use pm_infrastructure::Database;
 use tokio_util::sync::CancellationToken;
@@ -54,12 +57,16 @@ pub struct Shared {
     pub log_poll: Duration,
     /// Largest accepted request body.
     pub max_body_bytes: usize,
-    /// Queries over the read model.
-    pub read_model: ReadModel,
+    /// Queries over the read model and the saga rows, with read-your-writes.
+    pub queries: Queries<ReadModel, SagaReads, DbProcessorStore, DbLogReader>,
     /// Processor cursors, leases and parked events.
     pub processors: DbProcessorStore,
     /// The status of this replica's `read_model` runner.
     pub processor_status: tokio::sync::watch::Receiver<ProcessorStatus>,
+    /// The status of this replica's `sagas` runner.
+    pub saga_status: tokio::sync::watch::Receiver<ProcessorStatus>,
+    /// The saga machines (operators' controls go through them).
+    pub sagas: Arc<SagaEngine<DbSagaStore>>,
     /// This replica's identity (lease owner).
     pub owner: String,
 }

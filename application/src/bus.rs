@@ -1,37 +1,73 @@
-//! The command bus: load → handle → commit through a cqrs-es [`EventStore`], with a
-//! bounded retry when a command loses an optimistic-concurrency race (cqrs-es does not
+//! The command bus: load → handle → commit through the project's [`AggregateStore`], with
+//! a bounded retry when a command loses an optimistic-concurrency race (cqrs-es does not
 //! retry `AggregateConflict` itself).
 //!
 //! The bus stands in for `CqrsFramework::execute`, which runs the same three steps but
 //! throws the committed events away; the API needs them (the created entity, the log
 //! position for `X-Event-Position`) and needs the retry.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use cqrs_es::event_sink::EventSink;
 use cqrs_es::{AggregateContext, AggregateError, EventStore};
 use pm_domain::{DomainError, PmAggregate, Services};
-use serde_json::Value;
 use uuid::Uuid;
 
+use crate::idempotency::IdempotencyKey;
 use crate::log::LogPosition;
 use crate::AppError;
 
-/// The metadata key under which a store reports a committed event's log position.
-pub const POSITION_KEY: &str = "position";
+/// How the store should load an aggregate for a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Load {
+    /// Read its stream (or use the store's memory of it).
+    Read,
+    /// The id was just minted or derived by the caller, so the aggregate is almost surely
+    /// new: the store may skip reading an empty stream. A wrong guess is caught at commit
+    /// as `AggregateConflict`, and the bus then retries with [`Load::Read`].
+    AssumeNew,
+}
+
+/// What every fact of a command records besides its payload.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct EventMetadata {
+    /// Ties together everything one request caused.
+    pub correlation_id: String,
+    /// The position or id of what caused the command, if anything did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub causation_id: Option<String>,
+    /// The authenticated caller's role.
+    pub role: String,
+    /// The server time of the command.
+    #[serde(with = "pm_domain::time")]
+    pub recorded_at: DateTime<Utc>,
+}
 
 /// What the bus needs of an event store beyond cqrs-es's [`EventStore`].
+///
+/// # Errors
+/// cqrs-es's [`AggregateError`]: `AggregateConflict` when another writer took the
+/// sequence, `DatabaseConnectionError` when the store is unreachable.
 pub trait AggregateStore<A: PmAggregate>: EventStore<A> {
-    /// Like [`EventStore::load_aggregate`], but when the store knows nothing of the
-    /// aggregate it may assume it is new instead of reading: for ids just minted or
-    /// derived by the caller. A wrong assumption is caught at commit as
-    /// `AggregateConflict`, and the bus then retries with a real load.
-    fn load_presumed_new(
+    /// Loads an aggregate as `load` says.
+    fn load_with(
         &self,
         aggregate_id: &str,
+        load: Load,
     ) -> impl Future<Output = Result<Self::AC, AggregateError<DomainError>>> + Send;
+
+    /// Appends `events` after the context's version; returns each one's log position once
+    /// it is durable. With `key`, the idempotency key is completed (pointed at the last
+    /// fact) in the same statement as the append.
+    fn append(
+        &self,
+        events: Vec<A::Event>,
+        context: Self::AC,
+        metadata: &EventMetadata,
+        key: Option<&IdempotencyKey>,
+    ) -> impl Future<Output = Result<Vec<LogPosition>, AggregateError<DomainError>>> + Send;
 }
 
 /// Who is asking, and why: becomes the facts' metadata.
@@ -43,31 +79,44 @@ pub struct CommandContext {
     pub causation_id: Option<String>,
     /// The authenticated caller's role (`ingress`, `llm`, `admin`, ...).
     pub role: String,
+    /// The request's `Idempotency-Key`, if it has one (claimed before the command runs).
+    pub idempotency_key: Option<String>,
 }
 
-/// What a command did.
+/// What a command did, with its entity `E`.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
+pub enum Outcome<E> {
     /// A new fact was committed.
     Created {
-        /// The created entity (the fact's payload).
-        entity: Value,
+        /// The created entity (the fact).
+        entity: E,
         /// The fact's position in the global log.
         position: LogPosition,
     },
     /// The command repeated an existing entity exactly; no fact was written.
     Existing {
         /// The existing entity.
-        entity: Value,
+        entity: E,
     },
 }
 
-impl Outcome {
+impl<E> Outcome<E> {
     /// The entity, created or existing.
-    pub fn entity(&self) -> &Value {
+    pub fn entity(&self) -> &E {
         match self {
             Self::Created { entity, .. } | Self::Existing { entity } => entity,
         }
+    }
+
+    /// The outcome with its entity mapped; `None` when `f` rejects it.
+    pub fn try_map<T>(self, f: impl FnOnce(E) -> Option<T>) -> Option<Outcome<T>> {
+        Some(match self {
+            Self::Created { entity, position } => Outcome::Created {
+                entity: f(entity)?,
+                position,
+            },
+            Self::Existing { entity } => Outcome::Existing { entity: f(entity)? },
+        })
     }
 }
 
@@ -94,44 +143,55 @@ impl<S> CommandBus<S> {
         &self.store
     }
 
-    /// Handles `command` on aggregate `id` and commits what it emits.
-    ///
-    /// `presume_new` tells the store the id was just minted or derived, so it may skip
-    /// reading an empty stream (see [`AggregateStore::load_presumed_new`]).
+    /// Handles `command` on aggregate `id` and commits what it emits. The outcome's entity
+    /// is the first fact emitted, or the aggregate's creation fact when the command
+    /// repeated it exactly.
     ///
     /// # Errors
     /// [`AppError::Domain`] when a rule rejects the command (nothing is written),
     /// [`AppError::ConcurrencyConflict`] when every attempt lost a race, and
     /// [`AppError::Unavailable`]/[`AppError::Internal`] for store failures.
+    #[tracing::instrument(name = "command", skip_all, fields(aggregate = A::TYPE, %id))]
     pub async fn execute<A>(
         &self,
         id: Uuid,
-        presume_new: bool,
+        load: Load,
         command: A::Command,
         ctx: &CommandContext,
-        now: chrono::DateTime<chrono::Utc>,
-    ) -> Result<Outcome, AppError>
+        now: DateTime<Utc>,
+    ) -> Result<Outcome<A::Event>, AppError>
     where
         A: PmAggregate,
         A::Command: Clone + Send + Sync,
+        A::Event: Clone,
         S: AggregateStore<A>,
     {
         let aggregate_id = id.to_string();
+        let key = ctx.idempotency_key.as_ref().map(|key| IdempotencyKey {
+            role: ctx.role.clone(),
+            key: key.clone(),
+        });
+        let metadata = EventMetadata {
+            correlation_id: ctx.correlation_id.clone(),
+            causation_id: ctx.causation_id.clone(),
+            role: ctx.role.clone(),
+            recorded_at: now,
+        };
         for attempt in 1..=self.max_attempts {
-            let mut context = if presume_new && attempt == 1 {
-                self.store.load_presumed_new(&aggregate_id).await
-            } else {
-                self.store.load_aggregate(&aggregate_id).await
-            }
-            .map_err(store_error)?;
+            let load = if attempt == 1 { load } else { Load::Read };
+            let mut context = self
+                .store
+                .load_with(&aggregate_id, load)
+                .await
+                .map_err(store_error)?;
             let sink = EventSink::default();
             context
                 .aggregate()
                 .handle(command.clone(), &self.services, &sink)
                 .await?;
             let events = sink.collect().await;
-            let Some(first) = events.first() else {
-                let entity = context.aggregate().entity().ok_or_else(|| {
+            let Some(first) = events.first().cloned() else {
+                let entity = context.aggregate().creation().ok_or_else(|| {
                     AppError::Internal(format!(
                         "{} {id} emitted nothing and has no entity",
                         A::TYPE
@@ -139,21 +199,25 @@ impl<S> CommandBus<S> {
                 })?;
                 return Ok(Outcome::Existing { entity });
             };
-            let entity = serde_json::to_value(first)
-                .map_err(|e| AppError::Internal(format!("fact does not serialize: {e}")))?;
-            match self.store.commit(events, context, metadata(ctx, now)).await {
-                Ok(committed) => {
-                    let position = committed
+            match self
+                .store
+                .append(events, context, &metadata, key.as_ref())
+                .await
+            {
+                Ok(positions) => {
+                    let position = positions
                         .last()
-                        .and_then(|e| e.metadata.get(POSITION_KEY))
-                        .and_then(|p| p.parse().ok())
+                        .copied()
                         .ok_or_else(|| AppError::Internal("store reported no position".into()))?;
-                    return Ok(Outcome::Created { entity, position });
+                    return Ok(Outcome::Created {
+                        entity: first,
+                        position,
+                    });
                 }
                 Err(AggregateError::AggregateConflict) => {
                     metrics::counter!("pm_command_conflicts_total", "aggregate" => A::TYPE)
                         .increment(1);
-                    tracing::debug!(aggregate = A::TYPE, %id, attempt, "optimistic conflict, retrying");
+                    tracing::debug!(attempt, "optimistic conflict, retrying");
                     tokio::time::sleep(backoff(attempt)).await;
                 }
                 Err(e) => return Err(store_error(e)),
@@ -163,17 +227,6 @@ impl<S> CommandBus<S> {
             attempts: self.max_attempts,
         })
     }
-}
-
-fn metadata(ctx: &CommandContext, now: chrono::DateTime<chrono::Utc>) -> HashMap<String, String> {
-    let mut m = HashMap::with_capacity(4);
-    m.insert("correlation_id".into(), ctx.correlation_id.clone());
-    if let Some(causation) = &ctx.causation_id {
-        m.insert("causation_id".into(), causation.clone());
-    }
-    m.insert("role".into(), ctx.role.clone());
-    m.insert("recorded_at".into(), pm_domain::time::format(&now));
-    m
 }
 
 /// A short, growing pause with jitter so racing writers spread out.
@@ -192,3 +245,6 @@ fn store_error(e: AggregateError<DomainError>) -> AppError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

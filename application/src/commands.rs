@@ -1,93 +1,131 @@
 //! One method per use case of the command API. Each mints the target id (UUIDv7, or UUIDv5
 //! from an external identity so retried deliveries land on the same id), stamps the
-//! server time, and runs one domain command through the [`CommandBus`].
+//! server time, and runs one domain command through the [`CommandBus`]. The inputs are
+//! the request bodies of API.md: the HTTP layer deserializes them directly, so a field
+//! that breaks its type's rule (an empty title) is rejected naming the field.
 
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use pm_domain::actor::{Actor, RegisterActor};
-use pm_domain::checkpoint::{ConversationCheckpoint, CreateConversationCheckpoint};
-use pm_domain::conversation::{Conversation, StartConversation};
-use pm_domain::message::{AddMessage, Message};
-use pm_domain::task::{CreateTask, CreateTaskCheckpoint, Task, TaskCommand};
+use pm_domain::actor::{Actor, ActorEvent, ActorRegistered, RegisterActor};
+use pm_domain::checkpoint::{
+    CheckpointEvent, ConversationCheckpoint, ConversationCheckpointCreated,
+    CreateConversationCheckpoint,
+};
+use pm_domain::conversation::{
+    Conversation, ConversationEvent, ConversationStarted, StartConversation,
+};
+use pm_domain::message::{AddMessage, Message, MessageAdded, MessageEvent};
+use pm_domain::task::{
+    CreateTask, CreateTaskCheckpoint, Task, TaskCheckpointCreated, TaskCommand, TaskCreated,
+    TaskEvent,
+};
 use pm_domain::types::{ActorKind, CheckpointType, TaskCheckpointType};
-use pm_domain::{ids, NonEmptyText};
+use pm_domain::{ids, Label, NonEmptyText};
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::bus::{AggregateStore, CommandBus, CommandContext, Outcome};
+use crate::bus::{AggregateStore, CommandBus, CommandContext, Load, Outcome};
 use crate::clock::Clock;
 use crate::AppError;
 
-/// Input of `POST /v1/actors`.
-#[derive(Debug, Clone, PartialEq)]
+/// Body of `POST /v1/actors`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
 pub struct RegisterActorInput {
-    /// Human or AI.
+    /// `human` or `ai`.
     pub kind: ActorKind,
     /// The name shown.
     pub display_name: NonEmptyText,
-    /// Identity in an external system; makes the id derived.
-    pub external_identity: Option<String>,
+    /// Identity in an external system; the id is then derived from it (UUIDv5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_identity: Option<Label>,
 }
 
-/// Input of `POST /v1/conversations`.
-#[derive(Debug, Clone, PartialEq)]
+/// Body of `POST /v1/conversations`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
 pub struct StartConversationInput {
-    /// Participating actors.
+    /// Participating actors: at least one, each registered.
+    #[cfg_attr(feature = "openapi", schema(min_items = 1))]
     pub actor_ids: Vec<Uuid>,
     /// Title.
     pub title: NonEmptyText,
-    /// Id in the external source.
-    pub external_id: Option<String>,
-    /// External source.
-    pub external_source: Option<String>,
+    /// Id in the external source; with `external_source` the id is derived (UUIDv5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_id: Option<Label>,
+    /// External source, e.g. `github`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_source: Option<Label>,
     /// Status given by the ingress.
-    pub status: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<Label>,
     /// Organization.
-    pub organization: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub organization: Option<Label>,
 }
 
-/// Input of `POST /v1/conversations/{id}/checkpoints`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CreateCheckpointInput {
-    /// Checkpoint type.
+/// Body of `POST /v1/conversations/{id}/checkpoints`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct CreateConversationCheckpointInput {
+    /// The decision.
     pub checkpoint_type: CheckpointType,
-    /// Summary.
+    /// LLM-optimized representation of the conversation state.
     pub summary: NonEmptyText,
 }
 
-/// Input of `POST /v1/conversations/{id}/tasks`.
-#[derive(Debug, Clone, PartialEq)]
+/// Body of `POST /v1/conversations/{id}/tasks`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
 pub struct CreateTaskInput {
-    /// The BEGIN_WORK checkpoint.
+    /// A `BEGIN_WORK` checkpoint of this conversation.
     pub checkpoint_id: Uuid,
-    /// Instructions.
+    /// What is to be done.
     pub instructions: NonEmptyText,
-    /// Assignee.
+    /// A registered actor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub assigned_to: Option<Uuid>,
 }
 
-/// Input of `POST /v1/conversations/{id}/messages`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AddMessageInput {
-    /// Author.
-    pub actor_id: Uuid,
-    /// Text.
-    pub content: NonEmptyText,
-    /// Related task.
-    pub task_id: Option<Uuid>,
-    /// Identity in an external system; makes the id derived.
-    pub external_identity: Option<String>,
-    /// When it was written.
-    pub time: Option<DateTime<Utc>>,
+/// Body of `POST /v1/tasks/{id}/checkpoints`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct CreateTaskCheckpointInput {
+    /// The kind of progress.
+    #[serde(rename = "type")]
+    pub checkpoint_type: TaskCheckpointType,
 }
 
-/// The answer of a command use case.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CommandResult {
-    /// Created or existing, with the entity.
-    pub outcome: Outcome,
-    /// The path of the entity (the `Location` header).
-    pub location: String,
+/// Body of `POST /v1/conversations/{id}/messages`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct AddMessageInput {
+    /// The author: a registered actor.
+    pub actor_id: Uuid,
+    /// The text.
+    pub content: NonEmptyText,
+    /// A task of this conversation the message is about.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<Uuid>,
+    /// Identity in an external system; the id is then derived from it (UUIDv5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_identity: Option<Label>,
+    /// When the message was written (RFC 3339, any offset; its UTC year 0001–9999);
+    /// default: the server time.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "pm_domain::time::deserialize_bounded_option"
+    )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
+    pub time: Option<DateTime<Utc>>,
 }
 
 /// The command use cases.
@@ -115,6 +153,17 @@ impl<S> CommandStore for S where
 {
 }
 
+/// The entity of an outcome, or an internal error when the aggregate emitted a fact of
+/// another kind than the use case creates (a bug).
+fn expect<E, T>(
+    outcome: Outcome<E>,
+    f: impl FnOnce(E) -> Option<T>,
+) -> Result<Outcome<T>, AppError> {
+    outcome
+        .try_map(f)
+        .ok_or_else(|| AppError::Internal("the aggregate emitted an unexpected fact".into()))
+}
+
 impl<S: CommandStore> Commands<S> {
     /// The use cases over a bus and a clock.
     pub fn new(bus: CommandBus<S>, clock: Arc<dyn Clock>) -> Self {
@@ -130,15 +179,16 @@ impl<S: CommandStore> Commands<S> {
     ///
     /// # Errors
     /// See [`CommandBus::execute`].
+    #[tracing::instrument(skip_all, fields(role = %ctx.role, correlation_id = %ctx.correlation_id))]
     pub async fn register_actor(
         &self,
         input: RegisterActorInput,
         ctx: &CommandContext,
-    ) -> Result<CommandResult, AppError> {
+    ) -> Result<Outcome<ActorRegistered>, AppError> {
         let id = input
             .external_identity
-            .as_deref()
-            .map_or_else(Uuid::now_v7, ids::actor_id);
+            .as_ref()
+            .map_or_else(Uuid::now_v7, |e| ids::actor_id(e.as_str()));
         let now = self.clock.now();
         let cmd = RegisterActor {
             id,
@@ -147,24 +197,27 @@ impl<S: CommandStore> Commands<S> {
             external_identity: input.external_identity,
             now,
         };
-        let outcome = self.bus.execute::<Actor>(id, true, cmd, ctx, now).await?;
-        Ok(CommandResult {
-            outcome,
-            location: format!("/v1/actors/{id}"),
-        })
+        let outcome = self
+            .bus
+            .execute::<Actor>(id, Load::AssumeNew, cmd, ctx, now)
+            .await?;
+        expect(outcome, |ActorEvent::ActorRegistered(f)| Some(f))
     }
 
     /// `ConversationStarted`.
     ///
     /// # Errors
     /// See [`CommandBus::execute`].
+    #[tracing::instrument(skip_all, fields(role = %ctx.role, correlation_id = %ctx.correlation_id))]
     pub async fn start_conversation(
         &self,
         input: StartConversationInput,
         ctx: &CommandContext,
-    ) -> Result<CommandResult, AppError> {
+    ) -> Result<Outcome<ConversationStarted>, AppError> {
         let id = match (&input.external_source, &input.external_id) {
-            (Some(source), Some(external)) => ids::conversation_id(source, external),
+            (Some(source), Some(external)) => {
+                ids::conversation_id(source.as_str(), external.as_str())
+            }
             _ => Uuid::now_v7(),
         };
         let now = self.clock.now();
@@ -180,24 +233,22 @@ impl<S: CommandStore> Commands<S> {
         };
         let outcome = self
             .bus
-            .execute::<Conversation>(id, true, cmd, ctx, now)
+            .execute::<Conversation>(id, Load::AssumeNew, cmd, ctx, now)
             .await?;
-        Ok(CommandResult {
-            outcome,
-            location: format!("/v1/conversations/{id}"),
-        })
+        expect(outcome, |ConversationEvent::ConversationStarted(f)| Some(f))
     }
 
     /// `ConversationCheckpointCreated`.
     ///
     /// # Errors
     /// See [`CommandBus::execute`].
-    pub async fn create_checkpoint(
+    #[tracing::instrument(skip_all, fields(role = %ctx.role, correlation_id = %ctx.correlation_id))]
+    pub async fn create_conversation_checkpoint(
         &self,
         conversation_id: Uuid,
-        input: CreateCheckpointInput,
+        input: CreateConversationCheckpointInput,
         ctx: &CommandContext,
-    ) -> Result<CommandResult, AppError> {
+    ) -> Result<Outcome<ConversationCheckpointCreated>, AppError> {
         let id = Uuid::now_v7();
         let now = self.clock.now();
         let cmd = CreateConversationCheckpoint {
@@ -209,24 +260,25 @@ impl<S: CommandStore> Commands<S> {
         };
         let outcome = self
             .bus
-            .execute::<ConversationCheckpoint>(id, true, cmd, ctx, now)
+            .execute::<ConversationCheckpoint>(id, Load::AssumeNew, cmd, ctx, now)
             .await?;
-        Ok(CommandResult {
+        expect(
             outcome,
-            location: format!("/v1/conversations/{conversation_id}/checkpoints/{id}"),
-        })
+            |CheckpointEvent::ConversationCheckpointCreated(f)| Some(f),
+        )
     }
 
     /// `TaskCreated`.
     ///
     /// # Errors
     /// See [`CommandBus::execute`].
+    #[tracing::instrument(skip_all, fields(role = %ctx.role, correlation_id = %ctx.correlation_id))]
     pub async fn create_task(
         &self,
         conversation_id: Uuid,
         input: CreateTaskInput,
         ctx: &CommandContext,
-    ) -> Result<CommandResult, AppError> {
+    ) -> Result<Outcome<TaskCreated>, AppError> {
         let id = Uuid::now_v7();
         let now = self.clock.now();
         let cmd = TaskCommand::CreateTask(CreateTask {
@@ -237,10 +289,13 @@ impl<S: CommandStore> Commands<S> {
             assigned_to: input.assigned_to,
             now,
         });
-        let outcome = self.bus.execute::<Task>(id, true, cmd, ctx, now).await?;
-        Ok(CommandResult {
-            outcome,
-            location: format!("/v1/tasks/{id}"),
+        let outcome = self
+            .bus
+            .execute::<Task>(id, Load::AssumeNew, cmd, ctx, now)
+            .await?;
+        expect(outcome, |e| match e {
+            TaskEvent::TaskCreated(f) => Some(f),
+            TaskEvent::TaskCheckpointCreated(_) => None,
         })
     }
 
@@ -248,27 +303,28 @@ impl<S: CommandStore> Commands<S> {
     ///
     /// # Errors
     /// See [`CommandBus::execute`].
+    #[tracing::instrument(skip_all, fields(role = %ctx.role, correlation_id = %ctx.correlation_id))]
     pub async fn create_task_checkpoint(
         &self,
         task_id: Uuid,
-        checkpoint_type: TaskCheckpointType,
+        input: CreateTaskCheckpointInput,
         ctx: &CommandContext,
-    ) -> Result<CommandResult, AppError> {
+    ) -> Result<Outcome<TaskCheckpointCreated>, AppError> {
         let id = Uuid::now_v7();
         let now = self.clock.now();
         let cmd = TaskCommand::CreateTaskCheckpoint(CreateTaskCheckpoint {
             id,
             task_id,
-            checkpoint_type,
+            checkpoint_type: input.checkpoint_type,
             now,
         });
         let outcome = self
             .bus
-            .execute::<Task>(task_id, false, cmd, ctx, now)
+            .execute::<Task>(task_id, Load::Read, cmd, ctx, now)
             .await?;
-        Ok(CommandResult {
-            outcome,
-            location: format!("/v1/tasks/{task_id}/checkpoints/{id}"),
+        expect(outcome, |e| match e {
+            TaskEvent::TaskCheckpointCreated(f) => Some(f),
+            TaskEvent::TaskCreated(_) => None,
         })
     }
 
@@ -276,16 +332,19 @@ impl<S: CommandStore> Commands<S> {
     ///
     /// # Errors
     /// See [`CommandBus::execute`].
+    #[tracing::instrument(skip_all, fields(role = %ctx.role, correlation_id = %ctx.correlation_id))]
     pub async fn add_message(
         &self,
         conversation_id: Uuid,
         input: AddMessageInput,
         ctx: &CommandContext,
-    ) -> Result<CommandResult, AppError> {
+    ) -> Result<Outcome<MessageAdded>, AppError> {
         let id = input
             .external_identity
-            .as_deref()
-            .map_or_else(Uuid::now_v7, |e| ids::message_id(conversation_id, e));
+            .as_ref()
+            .map_or_else(Uuid::now_v7, |e| {
+                ids::message_id(conversation_id, e.as_str())
+            });
         let now = self.clock.now();
         let cmd = AddMessage {
             id,
@@ -297,10 +356,10 @@ impl<S: CommandStore> Commands<S> {
             time: input.time.map(pm_domain::time::truncate),
             now,
         };
-        let outcome = self.bus.execute::<Message>(id, true, cmd, ctx, now).await?;
-        Ok(CommandResult {
-            outcome,
-            location: format!("/v1/conversations/{conversation_id}/messages/{id}"),
-        })
+        let outcome = self
+            .bus
+            .execute::<Message>(id, Load::AssumeNew, cmd, ctx, now)
+            .await?;
+        expect(outcome, |MessageEvent::MessageAdded(f)| Some(f))
     }
 }

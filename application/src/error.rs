@@ -14,6 +14,18 @@ pub enum AppError {
         /// How many times the command was tried.
         attempts: u32,
     },
+    /// A position that is not in the log: malformed, or beyond its committed end (the
+    /// client's mistake: never waited for).
+    #[error("{0}")]
+    InvalidPosition(String),
+    /// A read asked for a log position the read model has not processed in time.
+    #[error("the read model has processed up to {processed}, not yet {wanted}; retry later")]
+    ProjectionLagging {
+        /// How far the read model got.
+        processed: crate::log::LogPosition,
+        /// What the read asked for.
+        wanted: crate::log::LogPosition,
+    },
     /// The store could not be reached; the command may be retried.
     #[error("store unavailable: {0}")]
     Unavailable(String),

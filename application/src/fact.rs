@@ -6,7 +6,9 @@ use pm_domain::checkpoint::ConversationCheckpointCreated;
 use pm_domain::conversation::ConversationStarted;
 use pm_domain::message::MessageAdded;
 use pm_domain::task::{TaskCheckpointCreated, TaskCreated};
+use pm_domain::{CheckpointInfo, Entity, TaskInfo};
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 
 use crate::log::LoggedEvent;
 
@@ -43,9 +45,9 @@ pub enum FactError {
     },
 }
 
-fn parse<T: DeserializeOwned>(e: &LoggedEvent) -> Result<T, FactError> {
-    serde_json::from_value(e.payload.clone()).map_err(|err| FactError::Malformed {
-        event_type: e.event_type.clone(),
+fn parse<T: DeserializeOwned>(event_type: &str, payload: &Value) -> Result<T, FactError> {
+    T::deserialize(payload).map_err(|err| FactError::Malformed {
+        event_type: event_type.to_string(),
         reason: err.to_string(),
     })
 }
@@ -57,16 +59,42 @@ impl Fact {
     /// [`FactError::Unknown`] for other event types, [`FactError::Malformed`] for a
     /// payload that does not match its type.
     pub fn from_logged(e: &LoggedEvent) -> Result<Self, FactError> {
-        Ok(match e.event_type.as_str() {
-            "project_manager.actor.registered" => Self::ActorRegistered(parse(e)?),
-            "project_manager.conversation.started" => Self::ConversationStarted(parse(e)?),
-            "project_manager.conversation.checkpoint.created" => {
-                Self::ConversationCheckpointCreated(parse(e)?)
+        Self::parse(&e.event_type, &e.payload)
+    }
+
+    /// Reads a fact from its name and payload.
+    ///
+    /// # Errors
+    /// As [`Fact::from_logged`].
+    pub fn parse(event_type: &str, payload: &Value) -> Result<Self, FactError> {
+        let p = payload;
+        Ok(match event_type {
+            ActorRegistered::NAME => Self::ActorRegistered(parse(event_type, p)?),
+            ConversationStarted::NAME => Self::ConversationStarted(parse(event_type, p)?),
+            ConversationCheckpointCreated::NAME => {
+                Self::ConversationCheckpointCreated(parse(event_type, p)?)
             }
-            "project_manager.task.created" => Self::TaskCreated(parse(e)?),
-            "project_manager.task.checkpoint.created" => Self::TaskCheckpointCreated(parse(e)?),
-            "project_manager.message.added" => Self::MessageAdded(parse(e)?),
+            TaskCreated::NAME => Self::TaskCreated(parse(event_type, p)?),
+            TaskCheckpointCreated::NAME => Self::TaskCheckpointCreated(parse(event_type, p)?),
+            MessageAdded::NAME => Self::MessageAdded(parse(event_type, p)?),
             other => return Err(FactError::Unknown(other.to_string())),
         })
+    }
+
+    /// What the fact tells cross-aggregate preconditions, if it creates a looked-up
+    /// entity.
+    pub fn lookup_entity(&self) -> Option<Entity> {
+        match self {
+            Self::ActorRegistered(_) => Some(Entity::Actor),
+            Self::ConversationStarted(_) => Some(Entity::Conversation),
+            Self::ConversationCheckpointCreated(c) => Some(Entity::Checkpoint(CheckpointInfo {
+                conversation_id: c.conversation_id,
+                checkpoint_type: c.checkpoint_type,
+            })),
+            Self::TaskCreated(t) => Some(Entity::Task(TaskInfo {
+                conversation_id: t.conversation_id,
+            })),
+            Self::TaskCheckpointCreated(_) | Self::MessageAdded(_) => None,
+        }
     }
 }

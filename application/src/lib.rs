@@ -11,6 +11,10 @@
 //! - [`fact`]: logged events read back as domain facts.
 //! - [`processor`]: the processor runtime — named consumers of the global log with a
 //!   stored cursor, a lease, parking of poison events and lag metrics.
+//! - [`read_model`]: the read model's pure batch planner.
+//! - [`queries`]: the query side's port and read-your-writes; [`views`]: what it answers.
+//! - [`sagas`]: the session, agent, turn and plan machines as a processor, with durable
+//!   deadlines and operators' controls.
 //! - [`clock`]: the injected clock.
 
 pub mod bus;
@@ -21,5 +25,9 @@ pub mod fact;
 pub mod idempotency;
 pub mod log;
 pub mod processor;
+pub mod queries;
+pub mod read_model;
+pub mod sagas;
+pub mod views;
 
 pub use error::AppError;

@@ -10,59 +10,54 @@ use uuid::Uuid;
 
 use crate::AppError;
 
-/// An event's place in the global log. On PostgreSQL it is the pair (writing transaction
-/// id, global sequence) read in commit-safe order; on SQLite, whose single writer makes row
-/// order commit order, `txid` is always 0. Clients see it as an opaque token:
-/// `"<txid>.<seq>"`, or `"<seq>"` when `txid` is 0; `"0"` is the start of the log.
+/// An event's place in the global log: a number that grows in commit order (appends take
+/// one lock until they commit, so the number each row is given is also the order in which
+/// rows become visible — a reader can never see a later position before an earlier one).
+/// Clients see it as an opaque token of digits; `"0"` is the start of the log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct LogPosition {
-    /// The writing transaction's id (PostgreSQL `xid8`), or 0.
-    pub txid: i64,
-    /// The global sequence number of the row.
-    pub seq: i64,
-}
+pub struct LogPosition(pub i64);
 
 impl LogPosition {
     /// The position before the first event.
-    pub const START: Self = Self { txid: 0, seq: 0 };
+    pub const START: Self = Self(0);
+
+    /// The number.
+    pub fn value(self) -> i64 {
+        self.0
+    }
+
+    /// How many positions lie after `earlier` up to this one (0 when it is not later).
+    pub fn distance_from(self, earlier: Self) -> i64 {
+        (self.0 - earlier.0).max(0)
+    }
 }
 
 impl fmt::Display for LogPosition {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.txid == 0 {
-            write!(f, "{}", self.seq)
-        } else {
-            write!(f, "{}.{}", self.txid, self.seq)
-        }
+        write!(f, "{}", self.0)
     }
 }
 
 /// A position token that does not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid position {0:?}: expected digits, or digits.digits")]
+#[error("invalid position {0:?}: expected digits")]
 pub struct InvalidPosition(pub String);
 
 impl FromStr for LogPosition {
     type Err = InvalidPosition;
     fn from_str(raw: &str) -> Result<Self, Self::Err> {
-        let bad = || InvalidPosition(raw.to_string());
-        let number = |s: &str| -> Result<i64, InvalidPosition> {
-            if s.is_empty() || s.len() > 19 || !s.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(bad());
-            }
-            s.parse().map_err(|_| bad())
-        };
-        match raw.split_once('.') {
-            None => Ok(Self {
-                txid: 0,
-                seq: number(raw)?,
-            }),
-            Some((txid, seq)) => Ok(Self {
-                txid: number(txid)?,
-                seq: number(seq)?,
-            }),
+        if raw.is_empty() || raw.len() > 18 || !raw.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(InvalidPosition(clip(raw)));
         }
+        raw.parse()
+            .map(Self)
+            .map_err(|_| InvalidPosition(clip(raw)))
     }
+}
+
+/// At most 32 characters of a token, for an error message.
+fn clip(raw: &str) -> String {
+    raw.chars().take(32).collect()
 }
 
 /// One event as the log holds it.
@@ -86,6 +81,16 @@ pub struct LoggedEvent {
     pub metadata: Value,
     /// The conversation the event belongs to, if any.
     pub conversation_id: Option<Uuid>,
+}
+
+impl LoggedEvent {
+    /// The server time the event was recorded at (its metadata's `recorded_at`).
+    pub fn recorded_at(&self) -> Option<chrono::DateTime<chrono::Utc>> {
+        let raw = self.metadata.get("recorded_at")?.as_str()?;
+        chrono::DateTime::parse_from_rfc3339(raw)
+            .ok()
+            .map(|t| t.with_timezone(&chrono::Utc))
+    }
 }
 
 /// Which events a reader wants.
@@ -139,6 +144,13 @@ pub trait LogReader: Send + Sync + 'static {
     /// The position of the newest event readers may see (`START` when the log is empty).
     fn head(&self) -> impl Future<Output = Result<LogPosition, AppError>> + Send;
 
+    /// How long the append that currently holds the log's order lock has held it (new
+    /// events wait behind it), or `None` when no append is in progress or the store
+    /// cannot tell.
+    fn held_back(
+        &self,
+    ) -> impl Future<Output = Result<Option<std::time::Duration>, AppError>> + Send;
+
     /// A receiver that changes whenever new events may be readable (a doorbell: waking
     /// does not guarantee an event, and readers also poll).
     fn doorbell(&self) -> tokio::sync::watch::Receiver<u64>;
@@ -150,22 +162,31 @@ mod tests {
 
     #[test]
     fn positions_round_trip_as_tokens() {
-        for token in ["0", "17", "1234.5"] {
+        for token in ["0", "17", "100000000"] {
             let p: LogPosition = token.parse().expect("valid");
             assert_eq!(p.to_string(), token);
         }
-        assert!("".parse::<LogPosition>().is_err());
-        assert!("1.2.3".parse::<LogPosition>().is_err());
-        assert!("-1".parse::<LogPosition>().is_err());
-        assert!("99999999999999999999".parse::<LogPosition>().is_err());
+        for bad in [
+            "",
+            "1.2",
+            "1234.5",
+            "-1",
+            "+1",
+            "abc",
+            "9999999999999999999",
+        ] {
+            assert!(bad.parse::<LogPosition>().is_err(), "{bad:?} parsed");
+        }
     }
 
     #[test]
-    fn positions_order_by_transaction_then_sequence() {
-        let a = LogPosition { txid: 5, seq: 9 };
-        let b = LogPosition { txid: 6, seq: 1 };
-        assert!(a < b);
-        assert!(LogPosition::START < a);
+    fn positions_order_numerically_across_powers_of_ten() {
+        let before: LogPosition = "99999999".parse().expect("valid");
+        let after: LogPosition = "100000000".parse().expect("valid");
+        assert!(before < after);
+        assert!(LogPosition::START < before);
+        assert_eq!(after.distance_from(before), 1);
+        assert_eq!(before.distance_from(after), 0);
     }
 
     #[test]

@@ -2,9 +2,11 @@
 //! cursor in batches and hands each batch to its [`BatchHandler`], which applies the
 //! events and stores the new cursor in one database transaction (exactly-once effect).
 //!
-//! - **One owner at a time**: a lease ([`ProcessorStore::acquire_lease`]) that another
-//!   replica takes over when the holder stops renewing it. The handler also moves the
-//!   cursor with compare-and-set, so even an expired lease cannot apply an event twice.
+//! - **One owner at a time**: ownership ([`ProcessorStore::claim`]) that ends when its
+//!   holder dies (on PostgreSQL a session-level advisory lock on a dedicated connection,
+//!   on SQLite an exclusive lock on a file beside the database), so another replica takes
+//!   over within one [`RunnerOptions::ownership_check`]. The handler also moves the cursor
+//!   with compare-and-set, so even two owners at once could not apply an event twice.
 //! - **Poison events are parked**: when an event keeps failing, the events before it are
 //!   applied, it is recorded with its error and skipped, and the processor goes on.
 //! - **Transient errors are retried** with exponential backoff.
@@ -70,24 +72,18 @@ pub trait BatchHandler: Send + Sync + 'static {
     ) -> impl Future<Output = Result<LogPosition, BatchError>> + Send;
 }
 
-/// Cursor and lease storage of processors.
+/// Cursor and ownership storage of processors.
 ///
 /// # Errors
 /// Every method fails with [`AppError::Unavailable`] when the store cannot be reached.
 pub trait ProcessorStore: Send + Sync + 'static {
-    /// Takes the lease of `name` for `owner` for `ttl`, or renews it; `true` when held.
-    fn acquire_lease(
-        &self,
-        name: &str,
-        owner: &str,
-        ttl: Duration,
-    ) -> impl Future<Output = Result<bool, AppError>> + Send;
-    /// Gives the lease up.
-    fn release_lease(
-        &self,
-        name: &str,
-        owner: &str,
-    ) -> impl Future<Output = Result<(), AppError>> + Send;
+    /// Takes ownership of processor `name` for `owner` when nobody alive holds it, or
+    /// confirms `owner` still holds it; `true` when `owner` is the owner.
+    fn claim(&self, name: &str, owner: &str)
+        -> impl Future<Output = Result<bool, AppError>> + Send;
+    /// Gives ownership of `name` up.
+    fn release(&self, name: &str, owner: &str)
+        -> impl Future<Output = Result<(), AppError>> + Send;
     /// The stored cursor of `name`.
     fn cursor(&self, name: &str) -> impl Future<Output = Result<LogPosition, AppError>> + Send;
 }
@@ -99,8 +95,9 @@ pub struct RunnerOptions {
     pub batch_size: u32,
     /// How long an idle runner waits before polling the log again.
     pub poll_interval: Duration,
-    /// Lease duration; renewed every third of it.
-    pub lease_ttl: Duration,
+    /// How often the owner confirms it still owns the processor, and how often a replica
+    /// that does not own it tries to take it over.
+    pub ownership_check: Duration,
     /// The identity of this replica.
     pub owner: String,
     /// After a batch that was not full, wait this long before reading again, so events
@@ -112,7 +109,7 @@ pub struct RunnerOptions {
 /// What a runner reports about itself.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProcessorStatus {
-    /// Whether this replica holds the lease.
+    /// Whether this replica owns the processor.
     pub leader: bool,
     /// The last cursor this runner knows.
     pub cursor: LogPosition,
@@ -152,30 +149,27 @@ impl<H: BatchHandler, S: ProcessorStore, L: LogReader> ProcessorRunner<H, S, L> 
         )
     }
 
-    /// Runs until `shutdown` is cancelled, then releases the lease.
+    /// Runs until `shutdown` is cancelled, then gives ownership up.
+    #[tracing::instrument(name = "processor", skip_all, fields(processor = self.handler.name(), owner = %self.options.owner))]
     pub async fn run(self, shutdown: CancellationToken) {
         let name = self.handler.name().to_string();
         let mut doorbell = self.log.doorbell();
         let mut backoff = Duration::from_millis(50);
         let mut leader = false;
-        let mut lease_renewed = tokio::time::Instant::now();
+        let mut claimed_at = tokio::time::Instant::now();
         let mut cursor = None;
         // The lag metric costs a query of the log's head: at most once a second.
         let mut lag_reported: Option<tokio::time::Instant> = None;
         let all = EventFilter::default();
         while !shutdown.is_cancelled() {
-            if !leader || lease_renewed.elapsed() >= self.options.lease_ttl / 3 {
-                match self
-                    .store
-                    .acquire_lease(&name, &self.options.owner, self.options.lease_ttl)
-                    .await
-                {
+            if !leader || claimed_at.elapsed() >= self.options.ownership_check {
+                match self.store.claim(&name, &self.options.owner).await {
                     Ok(held) => {
                         if held != leader {
-                            tracing::info!(processor = %name, leader = held, "processor lease changed");
+                            tracing::info!(processor = %name, leader = held, "processor ownership changed");
                         }
                         leader = held;
-                        lease_renewed = tokio::time::Instant::now();
+                        claimed_at = tokio::time::Instant::now();
                         if !held {
                             cursor = None;
                         }
@@ -190,14 +184,19 @@ impl<H: BatchHandler, S: ProcessorStore, L: LogReader> ProcessorRunner<H, S, L> 
                 self.status.send_modify(|s| s.leader = leader);
             }
             if !leader {
-                self.idle(&mut doorbell, self.options.lease_ttl / 3, &shutdown)
-                    .await;
+                tokio::select! {
+                    _ = shutdown.cancelled() => {}
+                    _ = tokio::time::sleep(self.options.ownership_check) => {}
+                }
                 continue;
             }
             let from = match cursor {
                 Some(c) => c,
                 None => match self.store.cursor(&name).await {
-                    Ok(c) => c,
+                    Ok(c) => {
+                        self.status.send_modify(|s| s.cursor = c);
+                        c
+                    }
                     Err(e) => {
                         self.fail(&name, &e.to_string(), &mut backoff, &shutdown)
                             .await;
@@ -258,14 +257,15 @@ impl<H: BatchHandler, S: ProcessorStore, L: LogReader> ProcessorRunner<H, S, L> 
             }
         }
         if leader {
-            if let Err(e) = self.store.release_lease(&name, &self.options.owner).await {
-                tracing::warn!(processor = %name, error = %e, "could not release the lease");
+            if let Err(e) = self.store.release(&name, &self.options.owner).await {
+                tracing::warn!(processor = %name, error = %e, "could not release ownership");
             }
         }
     }
 
     /// Applies a batch; on a poison event applies the events before it, parks it, and
     /// returns the cursor after it (the rest of the batch is read again next round).
+    #[tracing::instrument(name = "batch", skip_all, fields(from = %from, events = events.len()))]
     async fn apply(
         &self,
         name: &str,
@@ -297,7 +297,7 @@ impl<H: BatchHandler, S: ProcessorStore, L: LogReader> ProcessorRunner<H, S, L> 
 
     async fn report_lag(&self, name: &str, cursor: LogPosition) {
         if let Ok(head) = self.log.head().await {
-            let lag = (head.seq - cursor.seq).max(0);
+            let lag = head.distance_from(cursor);
             metrics::gauge!("pm_processor_lag_events", "processor" => name.to_string())
                 .set(lag as f64);
         }
@@ -338,3 +338,6 @@ impl<H: BatchHandler, S: ProcessorStore, L: LogReader> ProcessorRunner<H, S, L> 
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -8,9 +8,8 @@ use cqrs_es::{Aggregate, DomainEvent};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::aggregate::to_json;
 use crate::types::ActorKind;
-use crate::{DomainError, NonEmptyText, PmAggregate, Services, EVENT_VERSION};
+use crate::{DomainError, Label, NonEmptyText, PmAggregate, Services, EVENT_VERSION};
 
 /// Command: register an actor.
 #[derive(Debug, Clone, PartialEq)]
@@ -22,13 +21,14 @@ pub struct RegisterActor {
     /// The name shown for the actor.
     pub display_name: NonEmptyText,
     /// The actor's identity in an external system, if any.
-    pub external_identity: Option<String>,
+    pub external_identity: Option<Label>,
     /// Server time.
     pub now: DateTime<Utc>,
 }
 
 /// Fact `project_manager.actor.registered`; also the Actor entity.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ActorRegistered {
     /// The actor's id.
@@ -39,10 +39,15 @@ pub struct ActorRegistered {
     pub display_name: NonEmptyText,
     /// The actor's identity in an external system.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub external_identity: Option<String>,
+    pub external_identity: Option<Label>,
     /// When the actor was registered.
     #[serde(with = "crate::time")]
     pub created_at: DateTime<Utc>,
+}
+
+impl ActorRegistered {
+    /// The fact's name.
+    pub const NAME: &'static str = "project_manager.actor.registered";
 }
 
 /// The facts of an actor.
@@ -55,7 +60,7 @@ pub enum ActorEvent {
 
 impl DomainEvent for ActorEvent {
     fn event_type(&self) -> String {
-        "project_manager.actor.registered".into()
+        ActorRegistered::NAME.into()
     }
     fn event_version(&self) -> String {
         EVENT_VERSION.into()
@@ -89,7 +94,7 @@ impl Aggregate for Actor {
                 Ok(())
             } else {
                 Err(DomainError::AlreadyExists {
-                    entity: "actor",
+                    entity: Self::TYPE,
                     id: existing.id,
                 })
             };
@@ -113,11 +118,16 @@ impl Aggregate for Actor {
 }
 
 impl PmAggregate for Actor {
-    fn entity(&self) -> Option<serde_json::Value> {
-        self.registered.as_ref().and_then(to_json)
+    fn creation(&self) -> Option<ActorEvent> {
+        self.registered.clone().map(ActorEvent::ActorRegistered)
     }
     fn conversation_id(&self) -> Option<Uuid> {
         None
+    }
+    fn lookup_entity(&self) -> Option<crate::lookup::Entity> {
+        self.registered
+            .as_ref()
+            .map(|_| crate::lookup::Entity::Actor)
     }
 }
 

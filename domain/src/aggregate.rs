@@ -1,5 +1,6 @@
 //! What the application needs of every project-manager aggregate beyond cqrs-es's
-//! [`Aggregate`]: its entity as JSON and the conversation its facts belong to.
+//! [`Aggregate`]: the fact that created its entity, the conversation its facts belong
+//! to, and what it tells other commands' preconditions.
 
 use cqrs_es::Aggregate;
 use uuid::Uuid;
@@ -10,16 +11,17 @@ use crate::{DomainError, Services};
 pub trait PmAggregate:
     Aggregate<Error = DomainError, Services = Services> + Clone + 'static
 {
-    /// The entity this aggregate holds, as the API shows it; `None` before creation.
-    fn entity(&self) -> Option<serde_json::Value>;
+    /// The fact that created this aggregate's entity (the entity as the API shows it);
+    /// `None` before creation.
+    fn creation(&self) -> Option<Self::Event>;
 
     /// The conversation this aggregate's facts belong to; `None` before creation and for
     /// actors.
     fn conversation_id(&self) -> Option<Uuid>;
-}
 
-/// Serializes an entity for [`PmAggregate::entity`]; facts and entities are plain structs
-/// that always serialize.
-pub(crate) fn to_json<T: serde::Serialize>(value: &T) -> Option<serde_json::Value> {
-    serde_json::to_value(value).ok()
+    /// What this entity tells other commands' preconditions once created (see
+    /// [`crate::Lookup`]); `None` for entities nothing looks up.
+    fn lookup_entity(&self) -> Option<crate::lookup::Entity> {
+        None
+    }
 }

@@ -6,7 +6,6 @@ use cqrs_es::{Aggregate, DomainEvent};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::aggregate::to_json;
 use crate::types::CheckpointType;
 use crate::{DomainError, NonEmptyText, PmAggregate, Services, EVENT_VERSION};
 
@@ -27,6 +26,7 @@ pub struct CreateConversationCheckpoint {
 
 /// Fact `project_manager.conversation.checkpoint.created`; also the checkpoint entity.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ConversationCheckpointCreated {
     /// The checkpoint's id.
@@ -42,6 +42,11 @@ pub struct ConversationCheckpointCreated {
     pub created_at: DateTime<Utc>,
 }
 
+impl ConversationCheckpointCreated {
+    /// The fact's name.
+    pub const NAME: &'static str = "project_manager.conversation.checkpoint.created";
+}
+
 /// The facts of a conversation checkpoint.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
@@ -52,7 +57,7 @@ pub enum CheckpointEvent {
 
 impl DomainEvent for CheckpointEvent {
     fn event_type(&self) -> String {
-        "project_manager.conversation.checkpoint.created".into()
+        ConversationCheckpointCreated::NAME.into()
     }
     fn event_version(&self) -> String {
         EVENT_VERSION.into()
@@ -113,11 +118,21 @@ impl Aggregate for ConversationCheckpoint {
 }
 
 impl PmAggregate for ConversationCheckpoint {
-    fn entity(&self) -> Option<serde_json::Value> {
-        self.created.as_ref().and_then(to_json)
+    fn creation(&self) -> Option<CheckpointEvent> {
+        self.created
+            .clone()
+            .map(CheckpointEvent::ConversationCheckpointCreated)
     }
     fn conversation_id(&self) -> Option<Uuid> {
         self.created.as_ref().map(|c| c.conversation_id)
+    }
+    fn lookup_entity(&self) -> Option<crate::lookup::Entity> {
+        self.created.as_ref().map(|c| {
+            crate::lookup::Entity::Checkpoint(crate::CheckpointInfo {
+                conversation_id: c.conversation_id,
+                checkpoint_type: c.checkpoint_type,
+            })
+        })
     }
 }
 

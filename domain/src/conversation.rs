@@ -6,8 +6,7 @@ use cqrs_es::{Aggregate, DomainEvent};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::aggregate::to_json;
-use crate::{DomainError, NonEmptyText, PmAggregate, Services, EVENT_VERSION};
+use crate::{DomainError, Label, NonEmptyText, PmAggregate, Services, EVENT_VERSION};
 
 /// Command: start a conversation.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,19 +18,20 @@ pub struct StartConversation {
     /// The title.
     pub title: NonEmptyText,
     /// The id in the external source.
-    pub external_id: Option<String>,
+    pub external_id: Option<Label>,
     /// The external source (e.g. `github`).
-    pub external_source: Option<String>,
+    pub external_source: Option<Label>,
     /// A status given by the ingress.
-    pub status: Option<String>,
+    pub status: Option<Label>,
     /// The organization.
-    pub organization: Option<String>,
+    pub organization: Option<Label>,
     /// Server time.
     pub now: DateTime<Utc>,
 }
 
 /// Fact `project_manager.conversation.started`; also the Conversation entity.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ConversationStarted {
     /// The conversation's id.
@@ -42,16 +42,16 @@ pub struct ConversationStarted {
     pub title: NonEmptyText,
     /// The id in the external source.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub external_id: Option<String>,
+    pub external_id: Option<Label>,
     /// The external source.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub external_source: Option<String>,
+    pub external_source: Option<Label>,
     /// A status given by the ingress.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<String>,
+    pub status: Option<Label>,
     /// The organization.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub organization: Option<String>,
+    pub organization: Option<Label>,
     /// When the conversation started.
     #[serde(with = "crate::time")]
     pub created_at: DateTime<Utc>,
@@ -61,6 +61,9 @@ pub struct ConversationStarted {
 }
 
 impl ConversationStarted {
+    /// The fact's name.
+    pub const NAME: &'static str = "project_manager.conversation.started";
+
     fn same_content(&self, cmd: &StartConversation) -> bool {
         self.actor_ids == cmd.actor_ids
             && self.title == cmd.title
@@ -81,7 +84,7 @@ pub enum ConversationEvent {
 
 impl DomainEvent for ConversationEvent {
     fn event_type(&self) -> String {
-        "project_manager.conversation.started".into()
+        ConversationStarted::NAME.into()
     }
     fn event_version(&self) -> String {
         EVENT_VERSION.into()
@@ -149,11 +152,18 @@ impl Aggregate for Conversation {
 }
 
 impl PmAggregate for Conversation {
-    fn entity(&self) -> Option<serde_json::Value> {
-        self.started.as_ref().and_then(to_json)
+    fn creation(&self) -> Option<ConversationEvent> {
+        self.started
+            .clone()
+            .map(ConversationEvent::ConversationStarted)
     }
     fn conversation_id(&self) -> Option<Uuid> {
         self.started.as_ref().map(|s| s.id)
+    }
+    fn lookup_entity(&self) -> Option<crate::lookup::Entity> {
+        self.started
+            .as_ref()
+            .map(|_| crate::lookup::Entity::Conversation)
     }
 }
 

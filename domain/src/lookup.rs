@@ -25,6 +25,33 @@ pub struct TaskInfo {
     pub conversation_id: Uuid,
 }
 
+/// What a created entity tells the cross-aggregate preconditions of other commands.
+/// Entities never change once created, so this stays true forever.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Entity {
+    /// A started conversation.
+    Conversation,
+    /// A registered actor.
+    Actor,
+    /// A conversation checkpoint.
+    Checkpoint(CheckpointInfo),
+    /// A task.
+    Task(TaskInfo),
+}
+
+impl Entity {
+    /// The aggregate type whose creation fact tells this.
+    pub fn aggregate_type(&self) -> &'static str {
+        use cqrs_es::Aggregate;
+        match self {
+            Self::Conversation => crate::conversation::Conversation::TYPE,
+            Self::Actor => crate::actor::Actor::TYPE,
+            Self::Checkpoint(_) => crate::checkpoint::ConversationCheckpoint::TYPE,
+            Self::Task(_) => crate::task::Task::TYPE,
+        }
+    }
+}
+
 /// The store could not answer a lookup.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("lookup failed: {0}")]

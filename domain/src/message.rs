@@ -6,8 +6,7 @@ use cqrs_es::{Aggregate, DomainEvent};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::aggregate::to_json;
-use crate::{DomainError, NonEmptyText, PmAggregate, Services, EVENT_VERSION};
+use crate::{DomainError, Label, NonEmptyText, PmAggregate, Services, EVENT_VERSION};
 
 /// Command: add a message to a conversation.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,7 +22,7 @@ pub struct AddMessage {
     /// The task the message is about (must be a task of this conversation).
     pub task_id: Option<Uuid>,
     /// The message's identity in an external system.
-    pub external_identity: Option<String>,
+    pub external_identity: Option<Label>,
     /// When the message was written, if the caller knows; else the server time.
     pub time: Option<DateTime<Utc>>,
     /// Server time.
@@ -32,6 +31,7 @@ pub struct AddMessage {
 
 /// Fact `project_manager.message.added`; also the Message entity.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct MessageAdded {
     /// The message's id.
@@ -50,10 +50,13 @@ pub struct MessageAdded {
     pub content: NonEmptyText,
     /// Its identity in an external system.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub external_identity: Option<String>,
+    pub external_identity: Option<Label>,
 }
 
 impl MessageAdded {
+    /// The fact's name.
+    pub const NAME: &'static str = "project_manager.message.added";
+
     fn same_content(&self, cmd: &AddMessage) -> bool {
         self.conversation_id == cmd.conversation_id
             && self.actor_id == cmd.actor_id
@@ -74,7 +77,7 @@ pub enum MessageEvent {
 
 impl DomainEvent for MessageEvent {
     fn event_type(&self) -> String {
-        "project_manager.message.added".into()
+        MessageAdded::NAME.into()
     }
     fn event_version(&self) -> String {
         EVENT_VERSION.into()
@@ -106,7 +109,7 @@ impl Aggregate for Message {
                 Ok(())
             } else {
                 Err(DomainError::AlreadyExists {
-                    entity: "message",
+                    entity: Self::TYPE,
                     id: existing.id,
                 })
             };
@@ -140,8 +143,8 @@ impl Aggregate for Message {
 }
 
 impl PmAggregate for Message {
-    fn entity(&self) -> Option<serde_json::Value> {
-        self.added.as_ref().and_then(to_json)
+    fn creation(&self) -> Option<MessageEvent> {
+        self.added.clone().map(MessageEvent::MessageAdded)
     }
     fn conversation_id(&self) -> Option<Uuid> {
         self.added.as_ref().map(|m| m.conversation_id)

@@ -8,8 +8,7 @@ use cqrs_es::{Aggregate, DomainEvent};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::aggregate::to_json;
-use crate::types::{CheckpointType, TaskCheckpointType};
+use crate::types::{CheckpointType, TaskCheckpointType, TaskStatus};
 use crate::{DomainError, NonEmptyText, PmAggregate, Services, EVENT_VERSION};
 
 /// Command: create a task after a `BEGIN_WORK` checkpoint.
@@ -53,6 +52,7 @@ pub enum TaskCommand {
 
 /// Fact `project_manager.task.created`; also the Task entity.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TaskCreated {
     /// The task's id.
@@ -73,6 +73,7 @@ pub struct TaskCreated {
 
 /// Fact `project_manager.task.checkpoint.created`; also the TaskCheckpoint entity.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TaskCheckpointCreated {
     /// The task checkpoint's id.
@@ -85,6 +86,16 @@ pub struct TaskCheckpointCreated {
     /// When it was recorded.
     #[serde(with = "crate::time")]
     pub created_at: DateTime<Utc>,
+}
+
+impl TaskCreated {
+    /// The fact's name.
+    pub const NAME: &'static str = "project_manager.task.created";
+}
+
+impl TaskCheckpointCreated {
+    /// The fact's name.
+    pub const NAME: &'static str = "project_manager.task.checkpoint.created";
 }
 
 /// The facts of a task.
@@ -100,8 +111,8 @@ pub enum TaskEvent {
 impl DomainEvent for TaskEvent {
     fn event_type(&self) -> String {
         match self {
-            Self::TaskCreated(_) => "project_manager.task.created",
-            Self::TaskCheckpointCreated(_) => "project_manager.task.checkpoint.created",
+            Self::TaskCreated(_) => TaskCreated::NAME,
+            Self::TaskCheckpointCreated(_) => TaskCheckpointCreated::NAME,
         }
         .into()
     }
@@ -119,9 +130,9 @@ pub struct Task {
 }
 
 impl Task {
-    /// The task's derived status: its latest checkpoint's type, or `None` (NOT_STARTED).
-    pub fn status(&self) -> Option<TaskCheckpointType> {
-        self.latest
+    /// The task's derived status: its latest checkpoint's type, or `NOT_STARTED`.
+    pub fn status(&self) -> TaskStatus {
+        TaskStatus::from(self.latest)
     }
 
     /// How many checkpoints the task has.
@@ -145,7 +156,7 @@ impl Task {
                 Ok(())
             } else {
                 Err(DomainError::AlreadyExists {
-                    entity: "task",
+                    entity: Self::TYPE,
                     id: existing.id,
                 })
             };
@@ -228,11 +239,18 @@ impl Aggregate for Task {
 }
 
 impl PmAggregate for Task {
-    fn entity(&self) -> Option<serde_json::Value> {
-        self.created.as_ref().and_then(to_json)
+    fn creation(&self) -> Option<TaskEvent> {
+        self.created.clone().map(TaskEvent::TaskCreated)
     }
     fn conversation_id(&self) -> Option<Uuid> {
         self.created.as_ref().map(|t| t.conversation_id)
+    }
+    fn lookup_entity(&self) -> Option<crate::lookup::Entity> {
+        self.created.as_ref().map(|t| {
+            crate::lookup::Entity::Task(crate::TaskInfo {
+                conversation_id: t.conversation_id,
+            })
+        })
     }
 }
 

@@ -98,3 +98,8 @@ pub fn id(n: u128) -> Uuid {
 pub fn text(s: &str) -> crate::NonEmptyText {
     crate::NonEmptyText::parse(s).expect("non-empty")
 }
+
+/// A label for tests.
+pub fn label(s: &str) -> crate::Label {
+    crate::Label::parse(s).expect("a label")
+}

@@ -1,5 +1,19 @@
 //! One configuration, two stores: `postgres://…` (postgres-es) or `sqlite://…`
 //! (sqlite-es). The service migrates its own schema at start-up.
+//!
+//! SQL is written once, in PostgreSQL's dialect with explicit casts, and run on either
+//! database through [`Database`] (autocommit) or a [`Tx`]: arguments are [`Args`], rows
+//! are [`DbRow`]s read the same way from both (see [`crate::sql::Dialect`]).
+
+mod args;
+mod row;
+mod transient;
+mod tx;
+
+pub use args::{values, Arg, Args};
+pub use row::DbRow;
+pub use transient::is_transient;
+pub use tx::Tx;
 
 use std::path::Path;
 use std::str::FromStr;
@@ -8,6 +22,8 @@ use std::time::Duration;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{PgPool, SqlitePool};
+
+use crate::sql::Dialect;
 
 /// The embedded default when no `DATABASE_URL` is given.
 pub const DEFAULT_SQLITE_URL: &str = "sqlite://data/project-manager.db";
@@ -42,12 +58,17 @@ pub enum DbError {
 }
 
 impl Database {
-    /// Connects to `url` with at most `pool_size` connections.
+    /// Connects to `url` with at most `pool_size` connections; a request waits at most
+    /// `acquire_timeout` for one (so an outage answers fast instead of queueing).
     ///
     /// # Errors
     /// [`DbError::BadUrl`] for an unsupported URL, [`DbError::Connect`] when the
     /// database cannot be reached.
-    pub async fn connect(url: &str, pool_size: u32) -> Result<Self, DbError> {
+    pub async fn connect(
+        url: &str,
+        pool_size: u32,
+        acquire_timeout: Duration,
+    ) -> Result<Self, DbError> {
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let options =
                 PgConnectOptions::from_str(url).map_err(|_| DbError::BadUrl(url.into()))?;
@@ -56,7 +77,7 @@ impl Database {
                 // No ping round trip before every query; a dead connection fails its
                 // query and the command answers 503 (the store is unreachable).
                 .test_before_acquire(false)
-                .acquire_timeout(Duration::from_secs(10))
+                .acquire_timeout(acquire_timeout)
                 .connect_with(options)
                 .await
                 .map_err(DbError::Connect)?;
@@ -76,7 +97,7 @@ impl Database {
             let pool = SqlitePoolOptions::new()
                 .test_before_acquire(false)
                 .max_connections(if in_memory { 1 } else { pool_size.clamp(1, 8) })
-                .acquire_timeout(Duration::from_secs(10))
+                .acquire_timeout(acquire_timeout.max(Duration::from_secs(5)))
                 .connect_with(options)
                 .await
                 .map_err(DbError::Connect)?;
@@ -103,10 +124,113 @@ impl Database {
     /// # Errors
     /// [`DbError::Query`] when it does not.
     pub async fn ping(&self) -> Result<(), DbError> {
-        crate::on_db!(self, _d, pool, {
-            sqlx::query("SELECT 1").execute(pool).await.map(|_| ())
-        })?;
+        self.execute("SELECT 1", Args::new()).await?;
         Ok(())
+    }
+
+    /// The SQL dialect.
+    pub fn dialect(&self) -> Dialect {
+        match self {
+            Self::Postgres(_) => Dialect::Postgres,
+            Self::Sqlite(_) => Dialect::Sqlite,
+        }
+    }
+
+    /// Begins a transaction (`BEGIN IMMEDIATE` on SQLite, so a read-then-write
+    /// transaction never has to upgrade its lock).
+    ///
+    /// # Errors
+    /// The database's error.
+    pub async fn begin(&self) -> Result<Tx, sqlx::Error> {
+        Ok(match self {
+            Self::Postgres(pool) => Tx::Postgres(pool.begin().await?),
+            Self::Sqlite(pool) => Tx::Sqlite(pool.begin_with("BEGIN IMMEDIATE").await?),
+        })
+    }
+
+    /// Runs a statement in its own transaction; returns the number of rows it affected.
+    ///
+    /// # Errors
+    /// The database's error.
+    pub async fn execute(&self, sql: &str, args: Args) -> Result<u64, sqlx::Error> {
+        let s = tx::Statement::new(self.dialect(), sql);
+        Ok(match self {
+            Self::Postgres(pool) => s.pg(args).execute(pool).await?.rows_affected(),
+            Self::Sqlite(pool) => s.sqlite(args).execute(pool).await?.rows_affected(),
+        })
+    }
+
+    /// Runs a query; returns its rows.
+    ///
+    /// # Errors
+    /// The database's error.
+    pub async fn fetch_all(&self, sql: &str, args: Args) -> Result<Vec<DbRow>, sqlx::Error> {
+        let s = tx::Statement::new(self.dialect(), sql);
+        Ok(match self {
+            Self::Postgres(pool) => s
+                .pg(args)
+                .fetch_all(pool)
+                .await?
+                .into_iter()
+                .map(DbRow::Postgres)
+                .collect(),
+            Self::Sqlite(pool) => s
+                .sqlite(args)
+                .fetch_all(pool)
+                .await?
+                .into_iter()
+                .map(DbRow::Sqlite)
+                .collect(),
+        })
+    }
+
+    /// Runs a query; returns its first row, if any.
+    ///
+    /// # Errors
+    /// The database's error.
+    pub async fn fetch_optional(
+        &self,
+        sql: &str,
+        args: Args,
+    ) -> Result<Option<DbRow>, sqlx::Error> {
+        let s = tx::Statement::new(self.dialect(), sql);
+        Ok(match self {
+            Self::Postgres(pool) => s.pg(args).fetch_optional(pool).await?.map(DbRow::Postgres),
+            Self::Sqlite(pool) => s
+                .sqlite(args)
+                .fetch_optional(pool)
+                .await?
+                .map(DbRow::Sqlite),
+        })
+    }
+
+    /// On PostgreSQL, how many replicas with this pool fit the server's
+    /// `max_connections` (each replica holds its pool plus [`EXTRA_CONNECTIONS`]), with
+    /// the numbers it is computed from; `None` on SQLite.
+    ///
+    /// # Errors
+    /// [`DbError::Query`] when the settings cannot be read.
+    pub async fn capacity(&self) -> Result<Option<Capacity>, DbError> {
+        let Self::Postgres(pool) = self else {
+            return Ok(None);
+        };
+        let setting = |name: &'static str| async move {
+            sqlx::query_scalar::<_, String>("SELECT setting FROM pg_settings WHERE name = $1")
+                .bind(name)
+                .fetch_one(pool)
+                .await
+                .map(|v| v.parse::<u32>().unwrap_or(0))
+        };
+        let max_connections = setting("max_connections").await?;
+        let reserved = setting("superuser_reserved_connections").await?;
+        let per_replica = pool.options().get_max_connections() + EXTRA_CONNECTIONS;
+        let available = max_connections.saturating_sub(reserved);
+        Ok(Some(Capacity {
+            max_connections,
+            reserved,
+            per_replica,
+            replicas: available / per_replica.max(1),
+        }))
     }
 
     /// `postgres` or `sqlite`.
@@ -124,6 +248,23 @@ impl Database {
             Self::Sqlite(pool) => pool.close().await,
         }
     }
+}
+
+/// Connections a replica holds besides its pool: processor ownership, and the LISTEN
+/// doorbell.
+pub const EXTRA_CONNECTIONS: u32 = 2;
+
+/// How many replicas fit a PostgreSQL server's connection limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capacity {
+    /// The server's `max_connections`.
+    pub max_connections: u32,
+    /// Its `superuser_reserved_connections`.
+    pub reserved: u32,
+    /// Connections one replica holds (its pool plus [`EXTRA_CONNECTIONS`]).
+    pub per_replica: u32,
+    /// Replicas that fit: `(max_connections − reserved) / per_replica`.
+    pub replicas: u32,
 }
 
 fn ensure_parent_dir(file: &Path) -> Result<(), DbError> {

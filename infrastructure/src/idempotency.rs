@@ -1,24 +1,45 @@
-//! The `Idempotency-Key` store: one row per (role, key) holding the request's hash and,
-//! once the command has run, its answer. Rows older than 24 h count as absent.
+//! The `Idempotency-Key` store: one row per (role, key) holding the request's hash, the
+//! replica that claimed it and, once answered, the answer — for a command that wrote a
+//! fact, that fact's position (set by the append's own statement, see
+//! [`crate::store`]). Rows older than 24 h count as absent.
+//!
+//! A pending claim is abandoned — and the next request with the key takes it over — when
+//! its replica is gone (PostgreSQL: no session of the database has that replica's
+//! `application_name`, which its processor-ownership connection carries; SQLite: no
+//! process has the claiming process's id), when it is this replica's own but its request
+//! has ended, or when it is older than [`CLAIM_TIMEOUT`].
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 
 use chrono::{Duration, Utc};
-use pm_application::idempotency::{Claim, IdempotencyStore, StoredResponse, KEY_TTL_HOURS};
+use pm_application::idempotency::{
+    Claim, IdempotencyStore, StoredResponse, CLAIM_TIMEOUT, KEY_TTL_HOURS,
+};
+use pm_application::log::LogPosition;
 use pm_application::AppError;
 
-use pm_domain::time;
+use crate::db::{Args, DbRow};
+use crate::processor::store::store_error;
+use crate::sql::Dialect;
+use crate::Database;
 
-use crate::{on_db, Database};
-
-/// [`IdempotencyStore`] over a [`Database`].
+/// [`IdempotencyStore`] over a [`Database`], for one replica.
 #[derive(Debug, Clone)]
 pub struct DbIdempotencyStore {
     db: Database,
+    owner: String,
+    in_flight: Arc<Mutex<HashSet<(String, String)>>>,
 }
 
 impl DbIdempotencyStore {
-    /// A store in `db`.
-    pub fn new(db: Database) -> Self {
-        Self { db }
+    /// A store in `db` for the replica `owner`.
+    pub fn new(db: Database, owner: impl Into<String>) -> Self {
+        Self {
+            db,
+            owner: owner.into(),
+            in_flight: Arc::default(),
+        }
     }
 
     /// Deletes keys older than the TTL; returns how many.
@@ -26,120 +47,223 @@ impl DbIdempotencyStore {
     /// # Errors
     /// [`AppError::Unavailable`] when the database cannot be reached.
     pub async fn purge_expired(&self) -> Result<u64, AppError> {
-        let cutoff = time::format(&(Utc::now() - Duration::hours(KEY_TTL_HOURS)));
-        on_db!(&self.db, d, pool, {
-            sqlx::query(&d.sql("DELETE FROM idempotency_keys WHERE created_at < $1::timestamptz"))
-                .bind(&cutoff)
-                .execute(pool)
-                .await
-                .map(|r| r.rows_affected())
+        let cutoff = Utc::now() - Duration::hours(KEY_TTL_HOURS);
+        self.db
+            .execute(
+                "DELETE FROM idempotency_keys WHERE created_at < $1::timestamptz",
+                Args::new().time(&cutoff),
+            )
+            .await
+            .map_err(store_error)
+    }
+
+    /// Marks the key in flight here; `false` when it already is.
+    fn enter(&self, role: &str, key: &str) -> bool {
+        self.in_flight
+            .lock()
+            .map(|mut set| set.insert((role.to_string(), key.to_string())))
+            .unwrap_or(false)
+    }
+
+    fn leave(&self, role: &str, key: &str) {
+        if let Ok(mut set) = self.in_flight.lock() {
+            set.remove(&(role.to_string(), key.to_string()));
+        }
+    }
+
+    /// Whether the replica `owner` is alive.
+    async fn alive(&self, owner: &str) -> Result<bool, AppError> {
+        match self.db.dialect() {
+            Dialect::Postgres => {
+                let row = self
+                    .db
+                    .fetch_optional(
+                        "SELECT count(*) AS n FROM pg_stat_activity \
+                         WHERE application_name = $1 AND datname = current_database()",
+                        Args::new().text(owner),
+                    )
+                    .await
+                    .map_err(store_error)?;
+                Ok(row
+                    .map(|r| r.int("n"))
+                    .transpose()
+                    .map_err(store_error)?
+                    .unwrap_or(0)
+                    > 0)
+            }
+            // One machine: the claiming process is alive when its process id is.
+            Dialect::Sqlite => Ok(owner
+                .split_once('-')
+                .is_some_and(|(pid, _)| std::path::Path::new("/proc").join(pid).exists())),
+        }
+    }
+
+    /// Whether a pending claim by `owner` at `claimed_at` is abandoned.
+    async fn abandoned(
+        &self,
+        role: &str,
+        key: &str,
+        owner: Option<&str>,
+        claimed_at: Option<chrono::DateTime<Utc>>,
+    ) -> Result<bool, AppError> {
+        let too_old = claimed_at.is_none_or(|at| {
+            Utc::now() - at > Duration::from_std(CLAIM_TIMEOUT).unwrap_or(Duration::minutes(1))
+        });
+        Ok(match owner {
+            _ if too_old => true,
+            None => true,
+            Some(o) if o == self.owner => {
+                let set = self
+                    .in_flight
+                    .lock()
+                    .map_err(|_| AppError::Internal("in-flight keys poisoned".into()))?;
+                !set.contains(&(role.to_string(), key.to_string()))
+            }
+            Some(o) => !self.alive(o).await?,
         })
-        .map_err(unavailable)
+    }
+
+    /// The stored row of a key: what it holds.
+    fn decode(row: &DbRow, request_hash: &str) -> Result<Seen, sqlx::Error> {
+        if row.string("request_hash")? != request_hash {
+            return Ok(Seen::Mismatch);
+        }
+        let status = row.opt_int("status")?;
+        let body = row.opt_string("body")?;
+        Ok(match (status, body) {
+            (Some(201), None) => match row
+                .opt_string("position")?
+                .and_then(|p| p.parse::<LogPosition>().ok())
+            {
+                Some(position) => Seen::Done(StoredResponse::Appended(position)),
+                None => Seen::Pending(row.opt_string("owner")?, row.opt_time("claimed_at")?),
+            },
+            (Some(status), Some(body)) => Seen::Done(StoredResponse::Answer {
+                status: u16::try_from(status).unwrap_or(500),
+                body,
+                location: row.opt_string("location")?,
+            }),
+            _ => Seen::Pending(row.opt_string("owner")?, row.opt_time("claimed_at")?),
+        })
     }
 }
 
-fn unavailable(e: sqlx::Error) -> AppError {
-    AppError::Unavailable(e.to_string())
+/// What a claim found in a key's row.
+enum Seen {
+    Mismatch,
+    Done(StoredResponse),
+    Pending(Option<String>, Option<chrono::DateTime<Utc>>),
 }
 
-type Row = (
-    String,
-    Option<i32>,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-);
-
 /// Inserts a pending claim, or takes over a row older than the TTL.
-const CLAIM: &str = "INSERT INTO idempotency_keys (role, key, request_hash, created_at) \
-     VALUES ($1, $2, $3, $4::timestamptz) \
+const CLAIM: &str = "INSERT INTO idempotency_keys (role, key, request_hash, created_at, owner, claimed_at) \
+     VALUES ($1, $2, $3, $4::timestamptz, $5, $4::timestamptz) \
      ON CONFLICT (role, key) DO UPDATE SET request_hash = excluded.request_hash, \
-       status = NULL, body = NULL, location = NULL, position = NULL, created_at = excluded.created_at \
-     WHERE idempotency_keys.created_at < $5::timestamptz";
+       status = NULL, body = NULL, location = NULL, position = NULL, created_at = excluded.created_at, \
+       owner = excluded.owner, claimed_at = excluded.claimed_at \
+     WHERE idempotency_keys.created_at < $6::timestamptz";
+
+/// Takes an abandoned pending claim over (compare-and-set on its owner).
+const TAKE_OVER: &str = "UPDATE idempotency_keys SET owner = $3, claimed_at = $4::timestamptz \
+     WHERE role = $1 AND key = $2 AND status IS NULL AND (owner = $5 OR ($5 IS NULL AND owner IS NULL))";
 
 impl IdempotencyStore for DbIdempotencyStore {
     async fn claim(&self, role: &str, key: &str, request_hash: &str) -> Result<Claim, AppError> {
-        let now = Utc::now();
-        let cutoff = now - Duration::hours(KEY_TTL_HOURS);
-        // Claim the key, or read the row that holds it.
-        let existing: Option<Row> = on_db!(&self.db, d, pool, {
-            let claimed = sqlx::query(&d.sql(CLAIM))
-                .bind(role)
-                .bind(key)
-                .bind(request_hash)
-                .bind(time::format(&now))
-                .bind(time::format(&cutoff))
-                .execute(pool)
-                .await?
-                .rows_affected();
-            if claimed == 1 {
-                return Ok(None);
+        for _ in 0..3 {
+            let now = Utc::now();
+            let cutoff = now - Duration::hours(KEY_TTL_HOURS);
+            let args = Args::new()
+                .text(role)
+                .text(key)
+                .text(request_hash)
+                .time(&now)
+                .text(self.owner.as_str())
+                .time(&cutoff);
+            if self.db.execute(CLAIM, args).await.map_err(store_error)? == 1 {
+                self.enter(role, key);
+                return Ok(Claim::Claimed);
             }
-            sqlx::query_as(
-                "SELECT request_hash, status, body, location, position FROM idempotency_keys \
-                 WHERE role = $1 AND key = $2",
-            )
-            .bind(role)
-            .bind(key)
-            .fetch_optional(pool)
-            .await
-            // A row deleted between our insert and read (purge) answers as in flight; a
-            // retry claims it.
-            .map(|row| {
-                Some(row.unwrap_or_else(|| (request_hash.to_string(), None, None, None, None)))
-            })
-        })
-        .map_err(unavailable)?;
-        Ok(match existing {
-            None => Claim::Claimed,
-            Some((hash, _, _, _, _)) if hash != request_hash => Claim::Mismatch,
-            Some((_, Some(status), Some(body), location, position)) => {
-                Claim::Done(StoredResponse {
-                    status: u16::try_from(status).unwrap_or(500),
-                    body,
-                    location,
-                    position,
-                })
+            let row = self
+                .db
+                .fetch_optional(
+                    "SELECT request_hash, status::bigint AS status, body, location, position, owner, claimed_at \
+                     FROM idempotency_keys WHERE role = $1 AND key = $2",
+                    Args::new().text(role).text(key),
+                )
+                .await
+                .map_err(store_error)?;
+            // A row purged between our insert and read: claim again.
+            let Some(row) = row else { continue };
+            match Self::decode(&row, request_hash).map_err(store_error)? {
+                Seen::Mismatch => return Ok(Claim::Mismatch),
+                Seen::Done(answer) => return Ok(Claim::Done(answer)),
+                Seen::Pending(owner, claimed_at) => {
+                    if !self
+                        .abandoned(role, key, owner.as_deref(), claimed_at)
+                        .await?
+                        || !self.enter(role, key)
+                    {
+                        return Ok(Claim::InFlight);
+                    }
+                    let args = Args::new()
+                        .text(role)
+                        .text(key)
+                        .text(self.owner.as_str())
+                        .time(&now)
+                        .opt_text(owner.clone());
+                    if self
+                        .db
+                        .execute(TAKE_OVER, args)
+                        .await
+                        .map_err(store_error)?
+                        == 1
+                    {
+                        tracing::info!(%role, abandoned_by = ?owner, "took over an abandoned Idempotency-Key claim");
+                        return Ok(Claim::Claimed);
+                    }
+                    self.leave(role, key);
+                }
             }
-            Some(_) => Claim::InFlight,
-        })
+        }
+        Ok(Claim::InFlight)
     }
 
     async fn complete(
         &self,
         role: &str,
         key: &str,
-        response: &StoredResponse,
+        status: u16,
+        body: &str,
+        location: Option<&str>,
     ) -> Result<(), AppError> {
-        on_db!(&self.db, _d, pool, {
-            sqlx::query(
-                "UPDATE idempotency_keys SET status = $1, body = $2, location = $3, position = $4 \
-                 WHERE role = $5 AND key = $6",
+        self.db
+            .execute(
+                "UPDATE idempotency_keys SET status = $1, body = $2, location = $3 \
+                 WHERE role = $4 AND key = $5 AND status IS NULL",
+                Args::new()
+                    .int(i64::from(status))
+                    .text(body)
+                    .opt_text(location)
+                    .text(role)
+                    .text(key),
             )
-            .bind(i32::from(response.status))
-            .bind(&response.body)
-            .bind(&response.location)
-            .bind(&response.position)
-            .bind(role)
-            .bind(key)
-            .execute(pool)
             .await
-            .map(|_| ())
-        })
-        .map_err(unavailable)
+            .map_err(store_error)?;
+        Ok(())
     }
 
     async fn release(&self, role: &str, key: &str) -> Result<(), AppError> {
-        on_db!(&self.db, _d, pool, {
-            sqlx::query(
-                "DELETE FROM idempotency_keys WHERE role = $1 AND key = $2 AND status IS NULL",
+        self.db
+            .execute(
+                "DELETE FROM idempotency_keys WHERE role = $1 AND key = $2 AND status IS NULL AND owner = $3",
+                Args::new().text(role).text(key).text(self.owner.as_str()),
             )
-            .bind(role)
-            .bind(key)
-            .execute(pool)
             .await
-            .map(|_| ())
-        })
-        .map_err(unavailable)
+            .map_err(store_error)?;
+        Ok(())
+    }
+
+    fn finish(&self, role: &str, key: &str) {
+        self.leave(role, key);
     }
 }

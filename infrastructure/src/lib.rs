@@ -8,8 +8,11 @@
 //! - [`lookup`]: the domain's lookup port over the event store.
 //! - [`log`]: the global log reader (commit-safe order on PostgreSQL).
 //! - [`idempotency`]: the `Idempotency-Key` store.
+//! - [`processor`]: processors' cursors, leases and parked events (every processor's
+//!   storage).
 //! - [`read_model`]: the analysts' read tables, the projection that maintains them,
-//!   processor leases and cursors, queries, and blue-green rebuilds.
+//!   queries, and blue-green rebuilds.
+//! - [`sagas`]: the sagas' runes, read rows and durable deadlines, and their queries.
 //! - [`sql`]: one SQL text for both databases.
 
 pub mod db;
@@ -17,7 +20,9 @@ pub mod doorbell;
 pub mod idempotency;
 pub mod log;
 pub mod lookup;
+pub mod processor;
 pub mod read_model;
+pub mod sagas;
 pub mod sql;
 pub mod store;
 

@@ -1,20 +1,19 @@
-//! The global log reader.
-//!
-//! PostgreSQL hands out `global_position` at insert and makes the row visible at commit,
-//! so a reader that trusted the position alone would skip an event whose transaction
-//! commits after a later-numbered one. The reader therefore orders by
-//! `(transaction_id, global_position)` and only reads rows of transactions older than
-//! every transaction still in progress (`pg_snapshot_xmin(pg_current_snapshot())`): no
-//! row can ever appear behind a position it has returned. SQLite has one writer, so its
-//! row order is commit order.
+//! The global log reader. Positions are handed out in commit order (on PostgreSQL every
+//! append takes one lock until it commits, see migration `0003_log_order.sql`; SQLite has
+//! one writer), so reading the log is reading rows after a position in position order:
+//! no later row can ever appear behind a position already returned, and no transaction
+//! that does not append can hold readers back.
 
 use pm_application::log::{EventFilter, LogPosition, LogReader, LoggedEvent};
 use pm_application::AppError;
-use sqlx::QueryBuilder;
 use tokio::sync::watch;
 
+use std::time::Duration;
+
+use crate::db::{Arg, Args, DbRow};
+use crate::processor::store::store_error;
 use crate::sql::Dialect;
-use crate::{on_db, Database};
+use crate::Database;
 
 /// Reads the global log of a [`Database`].
 #[derive(Debug, Clone)]
@@ -30,65 +29,65 @@ impl DbLogReader {
     }
 }
 
-/// The columns of a logged event, as text where the databases differ (casts are dropped
-/// for SQLite, which stores text already; its rows carry transaction id 0).
-const SELECT: &str =
-    "SELECT {txid} AS txid, global_position, aggregate_type, aggregate_id, sequence, \
+/// How long the transaction holding the append lock (migration `0003_log_order.sql`,
+/// key `0x706d6c6f67000001`) has been running, in microseconds.
+const HELD_BACK: &str = "SELECT (extract(epoch FROM clock_timestamp() - a.xact_start) * 1000000)::bigint AS held_us \
+    FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
+    WHERE l.locktype = 'advisory' AND l.granted AND l.classid = 1886219375 AND l.objid = 1728053249 \
+      AND l.objsubid = 1 AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())";
+
+/// The columns of a logged event.
+const COLUMNS: &str = "global_position, aggregate_type, aggregate_id, sequence, \
     event_type, event_version, payload::text AS payload, metadata::text AS metadata, \
-    conversation_id::text AS conversation_id FROM events";
+    conversation_id::text AS conversation_id";
 
-/// A logged event's row: txid, global position, aggregate type and id, sequence, event
-/// type and version, payload, metadata, conversation id.
-type Row = (
-    String,
-    i64,
-    String,
-    String,
-    i64,
-    String,
-    String,
-    String,
-    String,
-    Option<String>,
-);
-
-fn logged(row: Row) -> Result<LoggedEvent, AppError> {
-    let (
-        txid,
-        seq,
-        aggregate_type,
-        aggregate_id,
-        sequence,
-        event_type,
-        event_version,
-        payload,
-        metadata,
-        conversation,
-    ) = row;
+fn logged(row: &DbRow) -> Result<LoggedEvent, AppError> {
+    let decode = |e: sqlx::Error| corrupt("row", e);
     Ok(LoggedEvent {
-        position: LogPosition {
-            txid: txid.parse().map_err(|e| corrupt("transaction id", e))?,
-            seq,
-        },
-        aggregate_type,
-        aggregate_id,
-        sequence,
-        event_type,
-        event_version,
-        payload: serde_json::from_str(&payload).map_err(|e| corrupt("payload", e))?,
-        metadata: serde_json::from_str(&metadata).map_err(|e| corrupt("metadata", e))?,
-        conversation_id: conversation
-            .map(|c| c.parse().map_err(|e| corrupt("conversation id", e)))
-            .transpose()?,
+        position: LogPosition(row.int("global_position").map_err(decode)?),
+        aggregate_type: row.string("aggregate_type").map_err(decode)?,
+        aggregate_id: row.string("aggregate_id").map_err(decode)?,
+        sequence: row.int("sequence").map_err(decode)?,
+        event_type: row.string("event_type").map_err(decode)?,
+        event_version: row.string("event_version").map_err(decode)?,
+        payload: serde_json::from_str(&row.string("payload").map_err(decode)?)
+            .map_err(|e| corrupt("payload", e))?,
+        metadata: serde_json::from_str(&row.string("metadata").map_err(decode)?)
+            .map_err(|e| corrupt("metadata", e))?,
+        conversation_id: row.opt_uuid("conversation_id").map_err(decode)?,
     })
-}
-
-fn unavailable(e: sqlx::Error) -> AppError {
-    AppError::Unavailable(e.to_string())
 }
 
 fn corrupt(what: &str, e: impl std::fmt::Display) -> AppError {
     AppError::Internal(format!("corrupt {what} in the event log: {e}"))
+}
+
+/// The `WHERE … ORDER BY … LIMIT` of a read after `after` through `filter`, and its
+/// arguments.
+fn read_clause(after: LogPosition, filter: &EventFilter, limit: u32) -> (String, Args) {
+    let mut args = Args::new();
+    let seq = args.push(Arg::Int(Some(after.0)));
+    let mut sql = format!(" WHERE global_position > {seq}");
+    if !filter.types.is_empty() || !filter.type_prefixes.is_empty() {
+        let mut any = vec![];
+        for t in &filter.types {
+            let p = args.push(Arg::Text(Some(t.clone())));
+            any.push(format!("event_type = {p}"));
+        }
+        for prefix in &filter.type_prefixes {
+            let len = args.push(Arg::Int(Some(prefix.chars().count() as i64)));
+            let p = args.push(Arg::Text(Some(prefix.clone())));
+            any.push(format!("substr(event_type, 1, {len}::integer) = {p}"));
+        }
+        sql.push_str(&format!(" AND ({})", any.join(" OR ")));
+    }
+    if let Some(conversation_id) = filter.conversation_id {
+        let p = args.push(Arg::Text(Some(conversation_id.to_string())));
+        sql.push_str(&format!(" AND conversation_id = {p}::uuid"));
+    }
+    let l = args.push(Arg::Int(Some(i64::from(limit))));
+    sql.push_str(&format!(" ORDER BY global_position LIMIT {l}"));
+    (sql, args)
 }
 
 impl LogReader for DbLogReader {
@@ -98,76 +97,46 @@ impl LogReader for DbLogReader {
         filter: &EventFilter,
         limit: u32,
     ) -> Result<Vec<LoggedEvent>, AppError> {
-        let rows: Vec<Row> = on_db!(&self.db, d, pool, {
-            let txid = if d == Dialect::Postgres { "transaction_id::text" } else { "'0'" };
-            let mut q = QueryBuilder::new(d.sql(&SELECT.replace("{txid}", txid)).into_owned());
-            if d == Dialect::Postgres {
-                // Commit-safe: only transactions older than every one still running.
-                q.push(" WHERE transaction_id < pg_snapshot_xmin(pg_current_snapshot()) AND (transaction_id, global_position) > (")
-                    .push_bind(after.txid.to_string())
-                    .push("::xid8, ")
-                    .push_bind(after.seq)
-                    .push(")");
-            } else {
-                q.push(" WHERE global_position > ").push_bind(after.seq);
-            }
-            if !filter.types.is_empty() || !filter.type_prefixes.is_empty() {
-                q.push(" AND (1 = 0");
-                for t in &filter.types {
-                    q.push(" OR event_type = ").push_bind(t.clone());
-                }
-                for p in &filter.type_prefixes {
-                    q.push(" OR substr(event_type, 1, ")
-                        .push_bind(i32::try_from(p.chars().count()).unwrap_or(i32::MAX))
-                        .push(") = ")
-                        .push_bind(p.clone());
-                }
-                q.push(")");
-            }
-            if let Some(conversation_id) = filter.conversation_id {
-                q.push(" AND conversation_id = ")
-                    .push_bind(conversation_id.to_string())
-                    .push(d.cast("uuid"));
-            }
-            let order = if d == Dialect::Postgres { "transaction_id, global_position" } else { "global_position" };
-            q.push(format!(" ORDER BY {order} LIMIT ")).push_bind(i64::from(limit));
-            q.build_query_as().fetch_all(pool).await
-        })
-        .map_err(unavailable)?;
-        rows.into_iter().map(logged).collect()
+        let (clause, args) = read_clause(after, filter, limit);
+        let sql = format!("SELECT {COLUMNS} FROM events{clause}");
+        let rows = self.db.fetch_all(&sql, args).await.map_err(store_error)?;
+        rows.iter().map(logged).collect()
     }
 
     async fn head(&self) -> Result<LogPosition, AppError> {
-        match &self.db {
-            Database::Postgres(pool) => {
-                let row: Option<(String, i64)> = sqlx::query_as(
-                    "SELECT transaction_id::text, global_position FROM events \
-                     WHERE transaction_id < pg_snapshot_xmin(pg_current_snapshot()) \
-                     ORDER BY transaction_id DESC, global_position DESC LIMIT 1",
-                )
-                .fetch_optional(pool)
-                .await
-                .map_err(unavailable)?;
-                match row {
-                    None => Ok(LogPosition::START),
-                    Some((txid, seq)) => Ok(LogPosition {
-                        txid: txid.parse().map_err(|e| corrupt("transaction id", e))?,
-                        seq,
-                    }),
-                }
-            }
-            Database::Sqlite(pool) => {
-                let seq: Option<i64> =
-                    sqlx::query_scalar("SELECT max(global_position) FROM events")
-                        .fetch_one(pool)
-                        .await
-                        .map_err(unavailable)?;
-                Ok(LogPosition {
-                    txid: 0,
-                    seq: seq.unwrap_or(0),
-                })
-            }
+        // An index-only read of the newest position: constant time at any log size.
+        let row = self
+            .db
+            .fetch_optional(
+                "SELECT max(global_position) AS head FROM events",
+                Args::new(),
+            )
+            .await
+            .map_err(store_error)?;
+        let head = row
+            .map(|r| r.opt_int("head"))
+            .transpose()
+            .map_err(|e| corrupt("row", e))?
+            .flatten();
+        Ok(LogPosition(head.unwrap_or(0)))
+    }
+
+    async fn held_back(&self) -> Result<Option<Duration>, AppError> {
+        if self.db.dialect() != Dialect::Postgres {
+            // SQLite's single writer: an append holds the database for one statement.
+            return Ok(None);
         }
+        let row = self
+            .db
+            .fetch_optional(HELD_BACK, Args::new())
+            .await
+            .map_err(store_error)?;
+        let seconds = row
+            .map(|r| r.opt_int("held_us"))
+            .transpose()
+            .map_err(|e| corrupt("row", e))?
+            .flatten();
+        Ok(seconds.map(|us| Duration::from_micros(us.max(0) as u64)))
     }
 
     fn doorbell(&self) -> watch::Receiver<u64> {

@@ -7,65 +7,25 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use cqrs_es::Aggregate;
 use dashmap::DashMap;
-use pm_domain::types::CheckpointType;
-use pm_domain::{CheckpointInfo, Lookup, LookupError, TaskInfo};
+use pm_application::fact::Fact;
+use pm_domain::actor::Actor;
+use pm_domain::checkpoint::ConversationCheckpoint;
+use pm_domain::conversation::Conversation;
+use pm_domain::task::Task;
+use pm_domain::{CheckpointInfo, Entity, Lookup, LookupError, TaskInfo};
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::{on_db, Database};
-
-/// What is known to exist, learned from creation facts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Known {
-    /// A started conversation.
-    Conversation,
-    /// A registered actor.
-    Actor,
-    /// A conversation checkpoint.
-    Checkpoint(CheckpointInfo),
-    /// A task.
-    Task(TaskInfo),
-}
-
-impl Known {
-    /// The aggregate type whose creation fact tells this.
-    pub fn aggregate_type(&self) -> &'static str {
-        match self {
-            Self::Conversation => "conversation",
-            Self::Actor => "actor",
-            Self::Checkpoint(_) => "conversation_checkpoint",
-            Self::Task(_) => "task",
-        }
-    }
-
-    /// What a creation fact tells, if it is one.
-    pub fn from_fact(event_type: &str, payload: &Value) -> Option<Self> {
-        let uuid = |field: &str| payload.get(field)?.as_str()?.parse::<Uuid>().ok();
-        match event_type {
-            "project_manager.conversation.started" => Some(Self::Conversation),
-            "project_manager.actor.registered" => Some(Self::Actor),
-            "project_manager.conversation.checkpoint.created" => {
-                Some(Self::Checkpoint(CheckpointInfo {
-                    conversation_id: uuid("conversation_id")?,
-                    checkpoint_type: CheckpointType::parse(
-                        payload.get("checkpoint_type")?.as_str()?,
-                    )?,
-                }))
-            }
-            "project_manager.task.created" => Some(Self::Task(TaskInfo {
-                conversation_id: uuid("conversation_id")?,
-            })),
-            _ => None,
-        }
-    }
-}
+use crate::db::Args;
+use crate::Database;
 
 /// The bounded memory of entities known to exist, shared by the store (which learns
 /// from its own commits) and the lookup.
 #[derive(Debug)]
 pub struct KnownEntities {
-    map: DashMap<(&'static str, Uuid), Known>,
+    map: DashMap<(&'static str, Uuid), Entity>,
     capacity: usize,
 }
 
@@ -78,17 +38,15 @@ impl KnownEntities {
         }
     }
 
-    /// Learns from a committed creation fact.
-    pub fn learn(&self, id: Uuid, event_type: &str, payload: &Value) {
-        if let Some(known) = Known::from_fact(event_type, payload) {
-            if self.map.len() >= self.capacity {
-                self.map.clear();
-            }
-            self.map.insert((known.aggregate_type(), id), known);
+    /// Learns that entity `id` exists.
+    pub fn learn(&self, id: Uuid, entity: Entity) {
+        if self.map.len() >= self.capacity {
+            self.map.clear();
         }
+        self.map.insert((entity.aggregate_type(), id), entity);
     }
 
-    fn get(&self, aggregate_type: &'static str, id: Uuid) -> Option<Known> {
+    fn get(&self, aggregate_type: &'static str, id: Uuid) -> Option<Entity> {
         self.map.get(&(aggregate_type, id)).map(|k| *k)
     }
 }
@@ -110,30 +68,37 @@ impl StoreLookup {
         &self,
         aggregate_type: &'static str,
         id: Uuid,
-    ) -> Result<Option<Known>, LookupError> {
+    ) -> Result<Option<Entity>, LookupError> {
         if let Some(known) = self.known.get(aggregate_type, id) {
             return Ok(Some(known));
         }
         let key = id.to_string();
-        let row: Option<(String, String)> = on_db!(&self.db, d, pool, {
-            sqlx::query_as(&d.sql(
-                "SELECT event_type, payload::text FROM events \
+        let row = self
+            .db
+            .fetch_optional(
+                "SELECT event_type, payload::text AS payload FROM events \
                  WHERE aggregate_type = $1 AND aggregate_id = $2 AND sequence = 1",
-            ))
-            .bind(aggregate_type)
-            .bind(&key)
-            .fetch_optional(pool)
+                Args::new().text(aggregate_type).text(key.as_str()),
+            )
             .await
-        })
-        .map_err(|e| LookupError(e.to_string()))?;
+            .map_err(|e| LookupError(e.to_string()))?;
         let row = row
-            .map(|(t, p)| serde_json::from_str::<Value>(&p).map(|p| (t, p)))
+            .map(|r| Ok::<_, sqlx::Error>((r.string("event_type")?, r.string("payload")?)))
             .transpose()
-            .map_err(|e| LookupError(format!("corrupt payload of {key}: {e}")))?;
-        Ok(row.and_then(|(event_type, payload)| {
-            self.known.learn(id, &event_type, &payload);
-            Known::from_fact(&event_type, &payload)
-        }))
+            .map_err(|e| LookupError(e.to_string()))?;
+        let Some((event_type, payload)) = row else {
+            return Ok(None);
+        };
+        let corrupt =
+            |e: &dyn std::fmt::Display| LookupError(format!("corrupt creation fact of {key}: {e}"));
+        let payload: Value = serde_json::from_str(&payload).map_err(|e| corrupt(&e))?;
+        let entity = Fact::parse(&event_type, &payload)
+            .map_err(|e| corrupt(&e))?
+            .lookup_entity();
+        if let Some(entity) = entity {
+            self.known.learn(id, entity);
+        }
+        Ok(entity)
     }
 }
 
@@ -141,25 +106,28 @@ impl StoreLookup {
 impl Lookup for StoreLookup {
     async fn conversation_exists(&self, id: Uuid) -> Result<bool, LookupError> {
         Ok(matches!(
-            self.find("conversation", id).await?,
-            Some(Known::Conversation)
+            self.find(Conversation::TYPE, id).await?,
+            Some(Entity::Conversation)
         ))
     }
 
     async fn actor_exists(&self, id: Uuid) -> Result<bool, LookupError> {
-        Ok(matches!(self.find("actor", id).await?, Some(Known::Actor)))
+        Ok(matches!(
+            self.find(Actor::TYPE, id).await?,
+            Some(Entity::Actor)
+        ))
     }
 
     async fn checkpoint(&self, id: Uuid) -> Result<Option<CheckpointInfo>, LookupError> {
-        Ok(match self.find("conversation_checkpoint", id).await? {
-            Some(Known::Checkpoint(info)) => Some(info),
+        Ok(match self.find(ConversationCheckpoint::TYPE, id).await? {
+            Some(Entity::Checkpoint(info)) => Some(info),
             _ => None,
         })
     }
 
     async fn task(&self, id: Uuid) -> Result<Option<TaskInfo>, LookupError> {
-        Ok(match self.find("task", id).await? {
-            Some(Known::Task(info)) => Some(info),
+        Ok(match self.find(Task::TYPE, id).await? {
+            Some(Entity::Task(info)) => Some(info),
             _ => None,
         })
     }

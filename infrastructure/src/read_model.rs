@@ -7,18 +7,14 @@
 //! transaction (blue-green). The supported SQL read schema is documented in
 //! `docs/READ_MODEL.md`.
 
-mod apply;
 mod batch;
-mod event;
-mod pagination;
-mod plan;
-pub mod processors;
+mod error;
+mod facts;
+mod projection;
 pub mod query;
 pub mod rebuild;
 pub mod schema;
 
-pub use apply::ReadModelProjection;
-pub use pagination::{List, Page, PageCursor};
+pub use projection::ReadModelProjection;
 
-/// The name of the projection (and its processor).
-pub const READ_MODEL: &str = "read_model";
+pub use pm_application::read_model::READ_MODEL;

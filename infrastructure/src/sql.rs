@@ -1,8 +1,8 @@
 //! One SQL text for both databases. Statements are written in PostgreSQL's dialect with
 //! explicit casts on parameters and columns (`$1::uuid`, `id::text`); for SQLite the casts
-//! are removed (SQLite binds `$N` by number, and stores ids and times as text). Code that
-//! runs the statements is written once and expanded for both pool types by [`on_db!`] and
-//! [`in_tx!`].
+//! are removed (SQLite binds `$N` by number, and stores ids and times as text). The
+//! statements run through [`crate::db::Database`] and [`crate::db::Tx`], which apply the
+//! dialect.
 
 use std::borrow::Cow;
 
@@ -20,7 +20,9 @@ const CASTS: &[&str] = &[
     "::uuid",
     "::text",
     "::bigint",
+    "::integer",
     "::jsonb",
+    "::json",
     "::xid8",
 ];
 
@@ -58,54 +60,6 @@ impl Dialect {
             (_, _) => "",
         }
     }
-}
-
-/// Evaluates `$body` (an expression of type `Result<T, sqlx::Error>`, which may use `?`)
-/// with `$d` (the [`Dialect`]) and `$pool` bound to the database's pool; the body is
-/// compiled once per pool type, so `T` must not depend on it.
-#[macro_export]
-macro_rules! on_db {
-    ($db:expr, $d:ident, $pool:ident, $body:expr) => {
-        match $db {
-            $crate::Database::Postgres($pool) => {
-                let $d = $crate::sql::Dialect::Postgres;
-                async { $body }.await
-            }
-            $crate::Database::Sqlite($pool) => {
-                let $d = $crate::sql::Dialect::Sqlite;
-                async { $body }.await
-            }
-        }
-    };
-}
-
-/// Runs `$body` (an expression of type `Result<T, E>` with `E: From<sqlx::Error>`) in a
-/// transaction `$tx` (`BEGIN IMMEDIATE` on SQLite, so a read-then-write transaction never
-/// has to upgrade its lock); commits on `Ok`, rolls back on `Err`.
-#[macro_export]
-macro_rules! in_tx {
-    ($db:expr, $d:ident, $tx:ident, $body:expr) => {
-        match $db {
-            $crate::Database::Postgres(pool) => {
-                let $d = $crate::sql::Dialect::Postgres;
-                let mut $tx = pool.begin().await?;
-                let out = async { $body }.await;
-                if out.is_ok() {
-                    $tx.commit().await?;
-                }
-                out
-            }
-            $crate::Database::Sqlite(pool) => {
-                let $d = $crate::sql::Dialect::Sqlite;
-                let mut $tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-                let out = async { $body }.await;
-                if out.is_ok() {
-                    $tx.commit().await?;
-                }
-                out
-            }
-        }
-    };
 }
 
 #[cfg(test)]

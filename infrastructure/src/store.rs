@@ -27,7 +27,9 @@ use cqrs_es::{
     Aggregate, AggregateContext, AggregateError, DomainEvent, EventEnvelope, EventStore,
 };
 use dashmap::DashMap;
-use pm_application::bus::{AggregateStore, POSITION_KEY};
+use pm_application::bus::{AggregateStore, EventMetadata, Load};
+use pm_application::idempotency::IdempotencyKey;
+use pm_application::log::LogPosition;
 use pm_domain::{DomainError, PmAggregate};
 use postgres_es::PostgresEventRepository;
 use sqlite_es::SqliteEventRepository;
@@ -107,8 +109,11 @@ impl PmStore {
         // Single-fact appends go through group commit on PostgreSQL (SQLite has one writer).
         let group_commit = match &db {
             Database::Postgres(pool) => {
-                let workers = (pool.options().get_max_connections() as usize / 4).max(2);
-                Some(GroupCommit::start(pool.clone(), workers, 64))
+                // Appends are serialized by the log's order lock (one commit at a time), so
+                // one writer is best: while its batch commits, the next one gathers every
+                // command that arrives meanwhile (measured: 1 writer 81–97 % of the raw
+                // INSERT rate, 4 writers 69 %).
+                Some(GroupCommit::start(pool.clone(), 1, 256))
             }
             Database::Sqlite(_) => None,
         };
@@ -153,7 +158,7 @@ impl PmStore {
     async fn load<A: PmAggregate>(
         &self,
         aggregate_id: &str,
-        presume_new: bool,
+        load: Load,
     ) -> StoreResult<PmContext<A>> {
         let mut slot = self.lock_slot::<A>(aggregate_id).await;
         if let Some(cached) = &slot.0 {
@@ -166,7 +171,7 @@ impl PmStore {
                 });
             }
         }
-        let (aggregate, version) = if presume_new {
+        let (aggregate, version) = if load == Load::AssumeNew {
             (A::default(), 0)
         } else {
             let events = self.read_events::<A>(aggregate_id).await?;
@@ -213,7 +218,7 @@ impl<A: PmAggregate> EventStore<A> for PmStore {
     }
 
     async fn load_aggregate(&self, aggregate_id: &str) -> StoreResult<PmContext<A>> {
-        self.load::<A>(aggregate_id, false).await
+        self.load::<A>(aggregate_id, Load::Read).await
     }
 
     async fn commit(
@@ -222,6 +227,37 @@ impl<A: PmAggregate> EventStore<A> for PmStore {
         context: PmContext<A>,
         metadata: HashMap<String, String>,
     ) -> StoreResult<Vec<EventEnvelope<A>>> {
+        let aggregate_id = context.aggregate_id.clone();
+        let version = context.version;
+        let json = serde_json::to_value(&metadata).map_err(unexpected)?;
+        self.append_events(&events, context, json, None).await?;
+        Ok(events
+            .into_iter()
+            .enumerate()
+            .map(|(i, payload)| EventEnvelope {
+                aggregate_id: aggregate_id.clone(),
+                sequence: version + i + 1,
+                payload,
+                metadata: metadata.clone(),
+            })
+            .collect())
+    }
+}
+
+fn unexpected(e: impl std::error::Error + Send + Sync + 'static) -> AggregateError<DomainError> {
+    AggregateError::UnexpectedError(Box::new(e))
+}
+
+impl PmStore {
+    /// Appends `events` after the context's version in one statement (group commit for a
+    /// single fact on PostgreSQL); updates the slot, the known entities and the doorbell.
+    async fn append_events<A: PmAggregate>(
+        &self,
+        events: &[A::Event],
+        context: PmContext<A>,
+        metadata: serde_json::Value,
+        key: Option<&IdempotencyKey>,
+    ) -> StoreResult<Vec<LogPosition>> {
         let PmContext {
             aggregate_id,
             aggregate,
@@ -232,8 +268,6 @@ impl<A: PmAggregate> EventStore<A> for PmStore {
             return Ok(Vec::new());
         }
         let conversation_id = aggregate.conversation_id();
-        let metadata_json = serde_json::to_value(&metadata)
-            .map_err(|e| AggregateError::UnexpectedError(Box::new(e)))?;
         let mut rows = Vec::with_capacity(events.len());
         for (i, event) in events.iter().enumerate() {
             rows.push(NewEvent {
@@ -242,15 +276,14 @@ impl<A: PmAggregate> EventStore<A> for PmStore {
                 sequence: (version + i + 1) as i64,
                 event_type: event.event_type(),
                 event_version: event.event_version(),
-                payload: serde_json::to_value(event)
-                    .map_err(|e| AggregateError::UnexpectedError(Box::new(e)))?,
-                metadata: metadata_json.clone(),
+                payload: serde_json::to_value(event).map_err(unexpected)?,
+                metadata: metadata.clone(),
                 conversation_id,
             });
         }
         let appended = match (&self.inner.group_commit, rows.as_slice()) {
-            (Some(group), [row]) => group.append(row).await.map(|p| vec![p]),
-            _ => append::append(&self.inner.db, &rows).await,
+            (Some(group), [row]) => group.append(row, key).await.map(|p| vec![p]),
+            _ => append::append(&self.inner.db, &rows, key).await,
         };
         let positions = match appended {
             Ok(positions) => positions,
@@ -260,37 +293,40 @@ impl<A: PmAggregate> EventStore<A> for PmStore {
                 return Err(e);
             }
         };
-        let new_version = version + events.len();
+        if version == 0 {
+            if let (Some(entity), Ok(id)) =
+                (aggregate.lookup_entity(), aggregate_id.parse::<Uuid>())
+            {
+                self.inner.known.learn(id, entity);
+            }
+        }
         slot.0 = Some(Cached {
             state: Box::new(aggregate),
-            version: new_version,
+            version: version + events.len(),
         });
         drop(slot);
         self.inner.doorbell.send_modify(|n| *n = n.wrapping_add(1));
-        let mut envelopes = Vec::with_capacity(events.len());
-        for ((event, row), position) in events.into_iter().zip(&rows).zip(positions) {
+        for row in &rows {
             metrics::counter!("pm_facts_appended_total", "type" => row.event_type.clone())
                 .increment(1);
-            if row.sequence == 1 {
-                if let Ok(id) = aggregate_id.parse::<Uuid>() {
-                    self.inner.known.learn(id, &row.event_type, &row.payload);
-                }
-            }
-            let mut meta = metadata.clone();
-            meta.insert(POSITION_KEY.to_string(), position.to_string());
-            envelopes.push(EventEnvelope {
-                aggregate_id: aggregate_id.clone(),
-                sequence: row.sequence as usize,
-                payload: event,
-                metadata: meta,
-            });
         }
-        Ok(envelopes)
+        Ok(positions)
     }
 }
 
 impl<A: PmAggregate> AggregateStore<A> for PmStore {
-    async fn load_presumed_new(&self, aggregate_id: &str) -> StoreResult<PmContext<A>> {
-        self.load::<A>(aggregate_id, true).await
+    async fn load_with(&self, aggregate_id: &str, load: Load) -> StoreResult<PmContext<A>> {
+        self.load::<A>(aggregate_id, load).await
+    }
+
+    async fn append(
+        &self,
+        events: Vec<A::Event>,
+        context: PmContext<A>,
+        metadata: &EventMetadata,
+        key: Option<&IdempotencyKey>,
+    ) -> StoreResult<Vec<LogPosition>> {
+        let json = serde_json::to_value(metadata).map_err(unexpected)?;
+        self.append_events(&events, context, json, key).await
     }
 }

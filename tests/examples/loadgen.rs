@@ -3,9 +3,17 @@
 //! `201 Created` answers and latency percentiles. Used by `bench/run.sh`, which measures
 //! the raw PostgreSQL single-INSERT rate in the same run.
 //!
-//! Scenarios: `messages` (MessageAdded on one conversation: a new aggregate per command)
-//! and `task-checkpoints` (TaskCheckpointCreated spread over 64 tasks: appends to
-//! existing aggregates).
+//! Scenarios: `messages` (MessageAdded on one conversation: a new aggregate per command),
+//! `task-checkpoints` (TaskCheckpointCreated spread over 64 tasks: appends to existing
+//! aggregates) and `conversations` (each iteration starts a conversation of a human and an
+//! AI actor and posts the human's message: both commands put the sagas to work — a
+//! session, a root agent, a dispatched turn).
+//!
+//! `--rate` caps the total command rate; `--measure-dispatch` runs the dispatch probe
+//! ([`probe`]) alongside the load.
+
+#[path = "loadgen/probe.rs"]
+mod probe;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -37,6 +45,13 @@ struct Args {
     /// and times how long until `GET /v1/conversations/{id}?min_position=` sees it.
     #[arg(long)]
     measure_lag: bool,
+    /// Total commands per second to aim at (0: as fast as the service answers).
+    #[arg(long, default_value_t = 0.0)]
+    rate: f64,
+    /// Also measure how long a human message takes to become a dispatched turn seen on
+    /// an SSE stream of `agent.turn_dispatched` (see the probe module).
+    #[arg(long)]
+    measure_dispatch: bool,
 }
 
 /// Lag samples: events behind, and milliseconds from 201 to visible in the read model.
@@ -181,9 +196,20 @@ async fn main() -> Result<(), String> {
             .await?;
             tasks.push(id(&task));
         }
-    } else if args.scenario != "messages" {
+    } else if !["messages", "conversations"].contains(&args.scenario.as_str()) {
         return Err(format!("unknown scenario {}", args.scenario));
     }
+    let human = if args.scenario == "conversations" {
+        id(&post(
+            &client,
+            &args,
+            "/v1/actors",
+            &json!({"kind": "human", "display_name": "bench human"}),
+        )
+        .await?)
+    } else {
+        String::new()
+    };
     let tasks = Arc::new(tasks);
     let ok = Arc::new(AtomicU64::new(0));
     let failed = Arc::new(AtomicU64::new(0));
@@ -199,12 +225,36 @@ async fn main() -> Result<(), String> {
             failed.clone(),
             stop.clone(),
         );
-        let (actor, conversation) = (actor.clone(), conversation.clone());
+        let (actor, conversation, human) = (actor.clone(), conversation.clone(), human.clone());
         workers.push(tokio::spawn(async move {
             let mut latencies = Vec::new();
             let mut n = 0usize;
+            // Each worker's share of the rate, its first slot staggered.
+            let mut pace = (args.rate > 0.0).then(|| {
+                let every = Duration::from_secs_f64(args.concurrency as f64 / args.rate);
+                let start =
+                    tokio::time::Instant::now() + every.mul_f64(w as f64 / args.concurrency as f64);
+                let mut tick = tokio::time::interval_at(start, every);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                tick
+            });
+            let mut started_conversation: Option<String> = None;
             while !stop.load(Ordering::Relaxed) {
-                let (path, body) = if tasks.is_empty() {
+                if let Some(tick) = pace.as_mut() {
+                    tick.tick().await;
+                }
+                let (path, body) = if args.scenario == "conversations" {
+                    match started_conversation.take() {
+                        None => (
+                            "/v1/conversations".to_string(),
+                            json!({"actor_ids": [human, actor], "title": "bench"}),
+                        ),
+                        Some(c) => (
+                            format!("/v1/conversations/{c}/messages"),
+                            json!({"actor_id": human, "content": "hello from the benchmark"}),
+                        ),
+                    }
+                } else if tasks.is_empty() {
                     (
                         format!("/v1/conversations/{conversation}/messages"),
                         json!({"actor_id": actor, "content": "hello from the benchmark"}),
@@ -218,9 +268,12 @@ async fn main() -> Result<(), String> {
                 n += 1;
                 let t = Instant::now();
                 match post(&client, &args, &path, &body).await {
-                    Ok(_) => {
+                    Ok(created) => {
                         ok.fetch_add(1, Ordering::Relaxed);
                         latencies.push(t.elapsed());
+                        if path == "/v1/conversations" {
+                            started_conversation = Some(id(&created));
+                        }
                     }
                     Err(e) => {
                         if failed.fetch_add(1, Ordering::Relaxed) < 3 {
@@ -241,9 +294,21 @@ async fn main() -> Result<(), String> {
             stop.clone(),
         ))
     });
+    let dispatch = args.measure_dispatch.then(|| {
+        tokio::spawn(probe::measure_dispatch(
+            client.clone(),
+            args.base.clone(),
+            args.token.clone(),
+            stop.clone(),
+        ))
+    });
     tokio::time::sleep(Duration::from_secs(args.seconds)).await;
     stop.store(true, Ordering::Relaxed);
     let lag = match lag {
+        Some(handle) => handle.await.map_err(|e| e.to_string())?,
+        None => Value::Null,
+    };
+    let dispatch = match dispatch {
         Some(handle) => handle.await.map_err(|e| e.to_string())?,
         None => Value::Null,
     };
@@ -271,6 +336,7 @@ async fn main() -> Result<(), String> {
             "p50_ms": pct(0.50),
             "p99_ms": pct(0.99),
             "read_model_lag": lag,
+            "dispatch": dispatch,
         })
     );
     Ok(())

@@ -7,6 +7,16 @@
 //! `postgres://postgres@127.0.0.1:5432/postgres`); each test creates its own database and
 //! drops it. Without a reachable server the PostgreSQL tests skip with a loud message,
 //! unless `CI=true`, where they fail.
+//!
+//! For process-level fault tests (the service as a separate process that can be killed,
+//! a private PostgreSQL server that can be stopped) see [`process`], [`pg_server`],
+//! [`load`], [`sockets`] and [`http`].
+
+pub mod http;
+pub mod load;
+pub mod pg_server;
+pub mod process;
+pub mod sockets;
 
 use std::path::PathBuf;
 
@@ -43,12 +53,24 @@ pub struct TestDb {
     dir: Option<PathBuf>,
 }
 
-fn pg_admin_url() -> String {
+/// The URL of the shared PostgreSQL server's `postgres` database (`PM_TEST_PG_URL`).
+pub fn pg_admin_url() -> String {
     std::env::var("PM_TEST_PG_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
 }
 
+/// Whether the tests run under `CI=true` (where a missing server fails a test instead of
+/// skipping it).
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true")
+}
+
 impl TestDb {
+    /// The PostgreSQL database's name (`None` for SQLite).
+    pub fn pg_name(&self) -> Option<&str> {
+        self.pg.as_ref().map(|(_, name)| name.as_str())
+    }
+
     /// A fresh SQLite database file.
     pub async fn sqlite() -> Option<Self> {
         let dir = std::env::temp_dir().join(format!("pm-test-{}", uuid::Uuid::new_v4()));
@@ -71,7 +93,7 @@ impl TestDb {
         let mut conn = match PgConnection::connect(&admin).await {
             Ok(conn) => conn,
             Err(e) => {
-                if std::env::var("CI").is_ok_and(|v| v == "true") {
+                if in_ci() {
                     panic!("PostgreSQL at {admin} is unreachable under CI=true: {e}");
                 }
                 eprintln!(
@@ -226,16 +248,24 @@ pub struct Response {
 
 impl Response {
     async fn from(r: reqwest::Response) -> Self {
+        Self::read(r).await.expect("body read")
+    }
+
+    /// Buffers a reqwest answer.
+    ///
+    /// # Errors
+    /// When the body cannot be read (the connection broke).
+    pub async fn read(r: reqwest::Response) -> Result<Self, reqwest::Error> {
         let status = r.status().as_u16();
         let headers = r.headers().clone();
-        let text = r.text().await.expect("body read");
+        let text = r.text().await?;
         let json = serde_json::from_str(&text).unwrap_or(Value::Null);
-        Self {
+        Ok(Self {
             status,
             headers,
             json,
             text,
-        }
+        })
     }
 
     /// A header as text.

@@ -6,56 +6,75 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use pm_application::log::{LogPosition, LogReader};
+use pm_application::processor::ProcessorStatus;
+use pm_application::views::{ParkedEvent, ProcessorLag, ProcessorReport, ReplicaView, RunnerView};
 use pm_infrastructure::read_model::rebuild::{finish, start, RebuildError};
 use pm_infrastructure::read_model::READ_MODEL;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::error::ApiError;
 use crate::state::AppState;
 
 /// Every processor with its stored position, lag behind the log's head, lease and last
 /// rebuild; the head position; and this replica's view of its own runners.
-pub async fn processor_report(state: &AppState) -> Result<Value, ApiError> {
-    let head = state.log.head().await?;
+pub async fn processor_report(state: &AppState) -> Result<ProcessorReport, ApiError> {
+    // The cursors first, then the head: the head is then at or after every cursor read,
+    // so a lag is never under-reported.
     let records = state.processors.list().await?;
-    let items: Vec<Value> = records
+    let head = state.log.head().await?;
+    let processors = records
         .into_iter()
-        .map(|r| {
-            let position: LogPosition = r.position.parse().unwrap_or_default();
-            let mut v = serde_json::to_value(&r).unwrap_or_default();
-            if let Some(obj) = v.as_object_mut() {
-                obj.insert("lag_events".into(), (head.seq - position.seq).max(0).into());
+        .map(|record| {
+            let position: LogPosition = record.position.parse().unwrap_or_default();
+            ProcessorLag {
+                record,
+                lag_events: head.distance_from(position),
             }
-            v
         })
         .collect();
-    let local = state.processor_status.borrow().clone();
-    Ok(json!({
-        "head": head.to_string(),
-        "processors": items,
-        "this_replica": {
-            "owner": state.owner,
-            "read_model": {"leader": local.leader, "cursor": local.cursor.to_string(), "parked": local.parked, "last_error": local.last_error},
+    let runner = |status: &tokio::sync::watch::Receiver<ProcessorStatus>| {
+        let local = status.borrow().clone();
+        RunnerView {
+            leader: local.leader,
+            cursor: local.cursor.to_string(),
+            parked: local.parked,
+            last_error: local.last_error,
+        }
+    };
+    Ok(ProcessorReport {
+        head: head.to_string(),
+        processors,
+        this_replica: ReplicaView {
+            owner: state.owner.clone(),
+            read_model: runner(&state.processor_status),
+            sagas: runner(&state.saga_status),
         },
-    }))
+    })
 }
 
 /// `GET /v1/admin/processors`.
-#[utoipa::path(get, path = "/v1/admin/processors", tag = "admin", responses((status = 200, body = crate::schemas::ProcessorReport, description = "Processors with position and lag")))]
-pub async fn processors(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+#[utoipa::path(get, path = "/v1/admin/processors", tag = "admin", responses((status = 200, body = ProcessorReport, description = "Processors with position and lag")))]
+pub async fn processors(State(state): State<AppState>) -> Result<Json<ProcessorReport>, ApiError> {
     Ok(Json(processor_report(&state).await?))
+}
+
+/// Parked events of a processor (newest first, at most 500).
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct ParkedPage {
+    /// The parked events.
+    pub items: Vec<ParkedEvent>,
 }
 
 /// `GET /v1/admin/processors/{name}/parked`: events the processor could not apply.
 #[utoipa::path(get, path = "/v1/admin/processors/{name}/parked", tag = "admin", params(("name" = String, Path)),
-    responses((status = 200, description = "Parked events, newest first")))]
+    responses((status = 200, body = ParkedPage, description = "Parked events, newest first")))]
 pub async fn parked(
     State(state): State<AppState>,
     Path(name): Path<String>,
-) -> Result<Json<Value>, ApiError> {
-    Ok(Json(
-        json!({"items": state.processors.parked(&name).await?}),
-    ))
+) -> Result<Json<ParkedPage>, ApiError> {
+    Ok(Json(ParkedPage {
+        items: state.processors.parked(&name).await?,
+    }))
 }
 
 /// `POST /v1/admin/projections/{name}/rebuild`: starts a blue-green rebuild in the

@@ -12,12 +12,16 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures::Stream;
 use pm_application::log::{EventFilter, LogPosition, LogReader, LoggedEvent};
+use pm_application::processor::ProcessorStore;
+use pm_application::queries::{check_in_log, AgentFilter, SagaReadStore, TurnFilter};
+use pm_application::sagas::SAGAS;
+use pm_application::views::{CloudEvent, List, Page, PageCursor, PageRequest, SessionSnapshot};
+use pm_application::AppError;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
-use crate::error::ApiError;
+use crate::error::{invalid_position, ApiError};
 use crate::extract::ApiQuery;
 use crate::state::AppState;
 
@@ -42,51 +46,26 @@ pub struct EventsQuery {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct EventPage {
     /// CloudEvents, in log order.
-    #[schema(value_type = Vec<crate::schemas::CloudEvent>)]
-    pub items: Vec<Value>,
+    pub items: Vec<CloudEvent>,
     /// Pass back as `cursor` to continue (the last item's position, or the given cursor).
     pub next_cursor: String,
-}
-
-/// Renders a logged event as a CloudEvents 1.0 JSON object.
-pub fn cloud_event(e: &LoggedEvent) -> Value {
-    let meta = |key: &str| e.metadata.get(key).and_then(Value::as_str);
-    let mut ce = json!({
-        "specversion": "1.0",
-        "id": format!("{}:{}:{}", e.aggregate_type, e.aggregate_id, e.sequence),
-        "source": format!("/project-manager/{}/{}", e.aggregate_type, e.aggregate_id),
-        "type": e.event_type,
-        "subject": e.aggregate_id,
-        "time": meta("recorded_at"),
-        "datacontenttype": "application/json",
-        "data": e.payload,
-        "position": e.position.to_string(),
-        "sequence": e.sequence,
-        "eventversion": e.event_version,
-        "correlationid": meta("correlation_id"),
-    });
-    if let Some(obj) = ce.as_object_mut() {
-        if let Some(causation) = meta("causation_id") {
-            obj.insert("causationid".into(), causation.into());
-        }
-        if let Some(role) = meta("role") {
-            obj.insert("role".into(), role.into());
-        }
-        if let Some(conversation) = e.conversation_id {
-            obj.insert("conversationid".into(), conversation.to_string().into());
-        }
-    }
-    ce
 }
 
 fn parse_query(
     q: &EventsQuery,
     headers: &HeaderMap,
 ) -> Result<(LogPosition, EventFilter), ApiError> {
-    let last_event_id = headers.get("last-event-id").and_then(|v| v.to_str().ok());
-    let cursor = match q.cursor.as_deref().or(last_event_id) {
+    let last_event_id = headers
+        .get("last-event-id")
+        .map(|v| v.to_str().unwrap_or("\u{fffd}"));
+    let (name, raw) = match (q.cursor.as_deref(), last_event_id) {
+        (Some(raw), _) => ("cursor", Some(raw)),
+        (None, Some(raw)) => ("Last-Event-ID", Some(raw)),
+        (None, None) => ("cursor", None),
+    };
+    let cursor = match raw {
         None | Some("") => LogPosition::START,
-        Some(raw) => raw.parse().map_err(|e| ApiError::parameter("cursor", e))?,
+        Some(raw) => raw.parse().map_err(|e| invalid_position(name, e))?,
     };
     let mut filter = EventFilter::default().with_types(q.types.as_deref().unwrap_or(""));
     if let Some(raw) = &q.conversation_id {
@@ -108,6 +87,9 @@ pub async fn events(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let (cursor, filter) = parse_query(&q, &headers)?;
+    if cursor != LogPosition::START {
+        check_in_log(&state.log, cursor).await?;
+    }
     let wants_sse = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
@@ -128,7 +110,7 @@ pub async fn events(
     let events = state.log.read_after(cursor, &filter, limit).await?;
     let next_cursor = events.last().map_or(cursor, |e| e.position).to_string();
     Ok(Json(EventPage {
-        items: events.iter().map(cloud_event).collect(),
+        items: events.iter().map(CloudEvent::from).collect(),
         next_cursor,
     })
     .into_response())
@@ -138,7 +120,66 @@ fn sse_event(e: &LoggedEvent) -> Event {
     Event::default()
         .id(e.position.to_string())
         .event(e.event_type.clone())
-        .data(cloud_event(e).to_string())
+        .data(serde_json::to_string(&CloudEvent::from(e)).unwrap_or_default())
+}
+
+/// The next page's request after `page`, while fewer than [`SNAPSHOT_ROWS`] were read.
+fn next_page<T>(page: &Page<T>, read: usize, list: List) -> Option<PageRequest> {
+    let cursor = PageCursor::decode_for(page.next_cursor.as_deref()?, list)?;
+    (read < SNAPSHOT_ROWS).then_some(PageRequest {
+        limit: 500,
+        cursor: Some(cursor),
+    })
+}
+
+/// Rows of each kind a snapshot holds at most.
+const SNAPSHOT_ROWS: usize = 10_000;
+
+/// The session of `conversation_id` with its agents and turns, as the saga processor has
+/// them now.
+async fn snapshot(
+    state: &AppState,
+    conversation_id: Uuid,
+    cursor: LogPosition,
+) -> Result<SessionSnapshot, AppError> {
+    // The position first: the rows read after it reflect at least that much of the log.
+    let position = state.processors.cursor(SAGAS).await?;
+    let reads = state.queries.sagas_unchecked();
+    let session = reads.session(conversation_id).await?;
+    let first = PageRequest {
+        limit: 500,
+        cursor: None,
+    };
+    let agent_filter = AgentFilter {
+        conversation_id: Some(conversation_id),
+        ..AgentFilter::default()
+    };
+    let mut agents = Vec::new();
+    let mut request = Some(first.clone());
+    while let Some(r) = request {
+        let page = reads.agents(&agent_filter, &r).await?;
+        request = next_page(&page, agents.len() + page.items.len(), List::Agents);
+        agents.extend(page.items);
+    }
+    let turn_filter = TurnFilter {
+        conversation_id: Some(conversation_id),
+        ..TurnFilter::default()
+    };
+    let mut turns = Vec::new();
+    let mut request = Some(first);
+    while let Some(r) = request {
+        let page = reads.turns(&turn_filter, &r).await?;
+        request = next_page(&page, turns.len() + page.items.len(), List::Turns);
+        turns.extend(page.items);
+    }
+    Ok(SessionSnapshot {
+        conversation_id,
+        cursor: cursor.to_string(),
+        position: position.to_string(),
+        session,
+        agents,
+        turns,
+    })
 }
 
 /// The SSE stream: a snapshot first when filtered by conversation, then every event
@@ -151,14 +192,17 @@ fn stream(
     async_stream::stream! {
         let mut doorbell = state.log.doorbell();
         if let Some(conversation_id) = filter.conversation_id {
-            // FCMP: a conversation stream starts with the session's state. The session
-            // saga is not built yet, so the snapshot says what the log knows.
-            let snapshot = json!({
-                "conversation_id": conversation_id,
-                "cursor": cursor.to_string(),
-                "session": null,
-            });
-            yield Ok(Event::default().event("snapshot").data(snapshot.to_string()));
+            // FCMP: a conversation stream starts with the session's state.
+            let snapshot = match snapshot(&state, conversation_id, cursor).await {
+                Ok(snapshot) => snapshot,
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not read the session snapshot");
+                    return;
+                }
+            };
+            yield Ok(Event::default()
+                .event("snapshot")
+                .data(serde_json::to_string(&snapshot).unwrap_or_default()));
         }
         loop {
             doorbell.borrow_and_update();

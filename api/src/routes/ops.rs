@@ -4,8 +4,10 @@ use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use pm_application::log::LogReader;
 use serde_json::json;
 
+use pm_application::sagas::SAGAS;
 use pm_infrastructure::read_model::READ_MODEL;
 
 use crate::state::AppState;
@@ -16,8 +18,8 @@ pub async fn healthz() -> impl IntoResponse {
     Json(json!({"status": "ok"}))
 }
 
-/// `GET /readyz`: the store answers and the read-model processor runs (here or on
-/// another replica holding its lease); `503` otherwise. Shows each processor's lag.
+/// `GET /readyz`: the store answers and the read-model and saga processors run (here or
+/// on another replica that owns them); `503` otherwise. Shows each processor's lag.
 #[utoipa::path(get, path = "/readyz", tag = "operations",
     responses((status = 200, description = "Ready"), (status = 503, description = "Not ready")))]
 pub async fn readyz(State(state): State<AppState>) -> Response {
@@ -25,6 +27,7 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
         tracing::warn!(error = %e, "readiness check failed");
         return (
             StatusCode::SERVICE_UNAVAILABLE,
+            [(header::RETRY_AFTER, "1")],
             Json(json!({"status": "unavailable", "store": state.db.kind(), "reason": "store unreachable"})),
         )
             .into_response();
@@ -33,35 +36,53 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
         Ok(report) => report,
         Err(e) => return e.into_response(),
     };
-    let local_leader = state.processor_status.borrow().leader;
-    let leased = report["processors"].as_array().is_some_and(|ps| {
-        ps.iter()
-            .any(|p| p["name"] == READ_MODEL && !p["lease_owner"].is_null())
-    });
-    let ready = local_leader || leased;
+    // Every processor runs somewhere: here, or on the replica that owns it.
+    let runs = |name: &str, local_leader: bool| {
+        local_leader
+            || report
+                .processors
+                .iter()
+                .any(|p| p.record.name == name && p.record.lease_owner.is_some())
+    };
+    let ready = runs(READ_MODEL, state.processor_status.borrow().leader)
+        && runs(SAGAS, state.saga_status.borrow().leader);
     let status = if ready {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
-    let processors: Vec<_> = report["processors"]
-        .as_array()
-        .map(|ps| {
-            ps.iter()
-                .map(|p| json!({"name": p["name"], "position": p["position"], "lag_events": p["lag_events"], "lease_owner": p["lease_owner"]}))
-                .collect()
+    let processors: Vec<_> = report
+        .processors
+        .iter()
+        .map(|p| {
+            json!({"name": p.record.name, "position": p.record.position, "lag_events": p.lag_events, "lease_owner": p.record.lease_owner})
         })
-        .unwrap_or_default();
-    (
+        .collect();
+    // An append holding the log's order lock this long keeps new events from readers.
+    let held_back_ms = state
+        .log
+        .held_back()
+        .await
+        .ok()
+        .flatten()
+        .map_or(0, |d| d.as_millis() as u64);
+    let mut response = (
         status,
         Json(json!({
             "status": if ready { "ready" } else { "starting" },
             "store": state.db.kind(),
-            "head": report["head"],
+            "head": report.head,
+            "log_held_back_ms": held_back_ms,
             "processors": processors,
         })),
     )
-        .into_response()
+        .into_response();
+    if !ready {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+    }
+    response
 }
 
 /// `GET /metrics`: Prometheus text.

@@ -3,7 +3,7 @@
 use cqrs_es::test::TestFramework;
 
 use super::*;
-use crate::testing::{id, now, text, FakeLookup};
+use crate::testing::{id, label, now, text, FakeLookup};
 
 type Given = TestFramework<Actor>;
 
@@ -12,7 +12,7 @@ fn register(display_name: &str) -> RegisterActor {
         id: id(1),
         kind: ActorKind::Human,
         display_name: text(display_name),
-        external_identity: Some("github:alice".into()),
+        external_identity: Some(label("github:alice")),
         now: now(),
     }
 }
@@ -22,7 +22,7 @@ fn registered(display_name: &str) -> ActorEvent {
         id: id(1),
         kind: ActorKind::Human,
         display_name: text(display_name),
-        external_identity: Some("github:alice".into()),
+        external_identity: Some(label("github:alice")),
         created_at: now(),
     })
 }

@@ -3,7 +3,7 @@
 use cqrs_es::test::TestFramework;
 
 use super::*;
-use crate::testing::{id, now, text, FakeLookup};
+use crate::testing::{id, label, now, text, FakeLookup};
 use crate::LookupError;
 
 type Given = TestFramework<Conversation>;
@@ -24,10 +24,10 @@ fn start(title: &str) -> StartConversation {
         id: id(CONVERSATION),
         actor_ids: vec![id(ALICE), id(BOT)],
         title: text(title),
-        external_id: Some("issue/1".into()),
-        external_source: Some("github".into()),
-        status: Some("Todo".into()),
-        organization: Some("acme".into()),
+        external_id: Some(label("issue/1")),
+        external_source: Some(label("github")),
+        status: Some(label("Todo")),
+        organization: Some(label("acme")),
         now: now(),
     }
 }
@@ -37,10 +37,10 @@ fn started(title: &str) -> ConversationEvent {
         id: id(CONVERSATION),
         actor_ids: vec![id(ALICE), id(BOT)],
         title: text(title),
-        external_id: Some("issue/1".into()),
-        external_source: Some("github".into()),
-        status: Some("Todo".into()),
-        organization: Some("acme".into()),
+        external_id: Some(label("issue/1")),
+        external_source: Some(label("github")),
+        status: Some(label("Todo")),
+        organization: Some(label("acme")),
         created_at: now(),
         updated_at: now(),
     })
@@ -217,7 +217,7 @@ async fn given_started_conversation_when_started_with_other_content_then_convers
         }),
         ("external_id", {
             let mut c = start("Fix the login page");
-            c.external_id = Some("issue/2".into());
+            c.external_id = Some(label("issue/2"));
             c
         }),
         ("external_source", {
@@ -227,7 +227,7 @@ async fn given_started_conversation_when_started_with_other_content_then_convers
         }),
         ("status", {
             let mut c = start("Fix the login page");
-            c.status = Some("Done".into());
+            c.status = Some(label("Done"));
             c
         }),
         ("organization", {

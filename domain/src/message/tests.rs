@@ -4,7 +4,7 @@ use chrono::TimeZone;
 use cqrs_es::test::TestFramework;
 
 use super::*;
-use crate::testing::{id, now, text, FakeLookup};
+use crate::testing::{id, label, now, text, FakeLookup};
 use crate::LookupError;
 
 type Given = TestFramework<Message>;
@@ -42,7 +42,7 @@ fn add(content: &str) -> AddMessage {
         actor_id: id(ACTOR),
         content: text(content),
         task_id: None,
-        external_identity: Some("slack:msg-1".into()),
+        external_identity: Some(label("slack:msg-1")),
         time: None,
         now: now(),
     }
@@ -56,7 +56,7 @@ fn added_fact(content: &str) -> MessageAdded {
         conversation_id: id(CONVERSATION),
         task_id: None,
         content: text(content),
-        external_identity: Some("slack:msg-1".into()),
+        external_identity: Some(label("slack:msg-1")),
     }
 }
 
@@ -274,7 +274,7 @@ async fn given_added_message_when_added_with_other_content_then_already_exists()
         }),
         ("external_identity", {
             let mut c = add("Hello");
-            c.external_identity = Some("slack:msg-2".into());
+            c.external_identity = Some(label("slack:msg-2"));
             c
         }),
         ("time", {

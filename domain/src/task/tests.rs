@@ -5,6 +5,7 @@ use cqrs_es::test::TestFramework;
 
 use super::*;
 use crate::testing::{id, now, text, FakeLookup};
+use crate::types::TaskStatus;
 use crate::LookupError;
 
 type Given = TestFramework<Task>;
@@ -386,10 +387,10 @@ async fn given_task_with_a_checkpoint_when_same_type_recorded_again_then_fact() 
 #[test]
 fn given_new_task_when_status_asked_then_not_started() {
     let mut task = Task::default();
-    assert_eq!(task.status(), None);
+    assert_eq!(task.status(), TaskStatus::NotStarted);
     assert_eq!(task.checkpoint_count(), 0);
     task.apply(created("Fix the login page"));
-    assert_eq!(task.status(), None);
+    assert_eq!(task.status(), TaskStatus::NotStarted);
     assert_eq!(task.checkpoint_count(), 0);
 }
 
@@ -410,10 +411,10 @@ fn given_sequence_of_checkpoints_when_applied_then_status_is_the_latest_checkpoi
     task.apply(created("Fix the login page"));
     for (n, t) in (1u128..).zip(sequence) {
         task.apply(checkpoint_created(n, t));
-        assert_eq!(task.status(), Some(t), "after checkpoint {n}");
+        assert_eq!(task.status(), TaskStatus::Latest(t), "after checkpoint {n}");
         assert_eq!(task.checkpoint_count(), u64::try_from(n).expect("small"));
     }
-    assert_eq!(task.status(), Some(WorkApproved));
+    assert_eq!(task.status(), TaskStatus::Latest(WorkApproved));
     assert_eq!(task.checkpoint_count(), 8);
 }
 
@@ -423,7 +424,10 @@ fn given_approved_task_when_work_restarted_then_status_follows_event_order_not_r
     task.apply(created("Fix the login page"));
     task.apply(checkpoint_created(1, TaskCheckpointType::WorkApproved));
     task.apply(checkpoint_created(2, TaskCheckpointType::WorkStarted));
-    assert_eq!(task.status(), Some(TaskCheckpointType::WorkStarted));
+    assert_eq!(
+        task.status(),
+        TaskStatus::Latest(TaskCheckpointType::WorkStarted)
+    );
 }
 
 #[test]
@@ -438,11 +442,17 @@ fn given_checkpoints_with_earlier_clock_when_applied_then_status_follows_event_o
         created_at: now() - chrono::TimeDelta::hours(1),
     };
     task.apply(TaskEvent::TaskCheckpointCreated(earlier.clone()));
-    assert_eq!(task.status(), Some(TaskCheckpointType::WorkPaused));
+    assert_eq!(
+        task.status(),
+        TaskStatus::Latest(TaskCheckpointType::WorkPaused)
+    );
     earlier.id = id(103);
     earlier.checkpoint_type = TaskCheckpointType::WorkStarted;
     task.apply(TaskEvent::TaskCheckpointCreated(earlier));
-    assert_eq!(task.status(), Some(TaskCheckpointType::WorkStarted));
+    assert_eq!(
+        task.status(),
+        TaskStatus::Latest(TaskCheckpointType::WorkStarted)
+    );
 }
 
 // --- The facts --------------------------------------------------------------------------

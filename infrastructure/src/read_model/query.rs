@@ -1,47 +1,30 @@
-//! Queries over the read model's views (`actors`, `conversations`, `tasks`, …), with
-//! keyset pagination. Answers are JSON objects shaped as the API shows them.
-
-/// Appends `AND (<column>, id) > (<cursor time>, <cursor id>)` for keyset pagination by a
-/// time column.
-macro_rules! after_cursor {
-    ($q:ident, $d:ident, $column:literal, $cursor:expr) => {
-        if let Some(c) = &$cursor {
-            $q.push(concat!(" AND (", $column, ", id) > ("))
-                .push_bind(c.k.clone())
-                .push($d.cast("timestamptz"))
-                .push(", ")
-                .push_bind(c.id.clone())
-                .push($d.cast("uuid"))
-                .push(")");
-        }
-    };
-}
+//! The application's [`ReadModelStore`] over the read model's views (`actors`,
+//! `conversations`, `tasks`, …): typed answers with keyset pagination.
 
 mod conversations;
-pub(crate) mod rows;
-mod single;
+mod rows;
+mod stats;
 mod tasks;
 
+use pm_application::queries::{ConversationFilter, MessageFilter, ReadModelStore, TaskFilter};
+use pm_application::views::{
+    ConversationView, Page, PageCursor, PageRequest, StatsGroup, TaskCheckpointView, TaskDetail,
+    TaskStatsView, TaskView,
+};
 use pm_application::AppError;
+use pm_domain::actor::ActorRegistered;
+use pm_domain::checkpoint::ConversationCheckpointCreated;
+use pm_domain::message::MessageAdded;
+use uuid::Uuid;
 
+use crate::db::{Arg, Args, DbRow};
+use crate::processor::store::store_error;
 use crate::Database;
 
-pub use conversations::ConversationFilter;
-pub use tasks::{StatsGroup, TaskFilter};
-
-/// Read access to the read model.
+/// The read model's queries.
 #[derive(Debug, Clone)]
 pub struct ReadModel {
     db: Database,
-}
-
-/// A page request: at most `limit` items after `cursor`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PageRequest {
-    /// 1..=500.
-    pub limit: u32,
-    /// The previous page's `next_cursor`.
-    pub cursor: Option<super::PageCursor>,
 }
 
 impl ReadModel {
@@ -49,13 +32,159 @@ impl ReadModel {
     pub fn new(db: Database) -> Self {
         Self { db }
     }
+
+    /// The first row of `sql`, decoded by `decode`.
+    async fn one<T>(
+        &self,
+        sql: &str,
+        args: Args,
+        decode: impl Fn(&DbRow) -> Result<T, sqlx::Error>,
+    ) -> Result<Option<T>, AppError> {
+        let row = self
+            .db
+            .fetch_optional(sql, args)
+            .await
+            .map_err(store_error)?;
+        row.as_ref().map(decode).transpose().map_err(store_error)
+    }
+
+    /// A page of `sql` (which must end before its `ORDER BY`; `order` is appended with
+    /// `LIMIT limit + 1`), each row decoded with its cursor.
+    async fn page<T>(
+        &self,
+        sql: String,
+        args: Args,
+        order: &str,
+        page: &PageRequest,
+        decode: impl Fn(&DbRow) -> Result<(T, PageCursor), sqlx::Error>,
+    ) -> Result<Page<T>, AppError> {
+        let mut args = args;
+        let limit = args.push(Arg::Int(Some(i64::from(page.limit) + 1)));
+        let sql = format!("{sql} ORDER BY {order} LIMIT {limit}");
+        let rows = self.db.fetch_all(&sql, args).await.map_err(store_error)?;
+        let items = rows
+            .iter()
+            .map(decode)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(store_error)?;
+        Ok(Page::from_fetched(items, page.limit))
+    }
 }
 
-/// Connection trouble is `Unavailable` (retry later); anything else is a bug (`Internal`).
-fn unavailable(e: sqlx::Error) -> AppError {
-    if super::apply::is_transient(&e) {
-        AppError::Unavailable(e.to_string())
-    } else {
-        AppError::Internal(e.to_string())
+/// Appends `AND (<column>, id) > (<cursor key>, <cursor id>)` for keyset pagination by a
+/// time column.
+fn after_cursor(sql: &mut String, args: &mut Args, column: &str, cursor: &Option<PageCursor>) {
+    if let Some(c) = cursor {
+        let key = args.push(Arg::Text(Some(c.k.clone())));
+        let id = args.push(Arg::Text(Some(c.id.clone())));
+        sql.push_str(&format!(
+            " AND ({column}, id) > ({key}::timestamptz, {id}::uuid)"
+        ));
+    }
+}
+
+impl ReadModelStore for ReadModel {
+    async fn actor(&self, id: Uuid) -> Result<Option<ActorRegistered>, AppError> {
+        let sql = format!(
+            "SELECT {} FROM actors WHERE id = $1::uuid",
+            rows::ACTOR_COLUMNS
+        );
+        self.one(&sql, Args::new().uuid(id), rows::actor).await
+    }
+
+    async fn conversation(&self, id: Uuid) -> Result<Option<ConversationView>, AppError> {
+        self.find_conversation(id).await
+    }
+
+    async fn conversations(
+        &self,
+        filter: &ConversationFilter,
+        page: &PageRequest,
+    ) -> Result<Page<ConversationView>, AppError> {
+        self.list_conversations(filter, page).await
+    }
+
+    async fn checkpoints(
+        &self,
+        conversation_id: Uuid,
+        page: &PageRequest,
+    ) -> Result<Page<ConversationCheckpointCreated>, AppError> {
+        self.list_checkpoints(conversation_id, page).await
+    }
+
+    async fn checkpoint(
+        &self,
+        conversation_id: Uuid,
+        id: Uuid,
+    ) -> Result<Option<ConversationCheckpointCreated>, AppError> {
+        let sql = format!(
+            "SELECT {} FROM conversation_checkpoints WHERE id = $1::uuid AND conversation_id = $2::uuid",
+            rows::CHECKPOINT_COLUMNS
+        );
+        self.one(
+            &sql,
+            Args::new().uuid(id).uuid(conversation_id),
+            rows::checkpoint,
+        )
+        .await
+    }
+
+    async fn messages(
+        &self,
+        conversation_id: Uuid,
+        filter: &MessageFilter,
+        page: &PageRequest,
+    ) -> Result<Page<MessageAdded>, AppError> {
+        self.list_messages(conversation_id, filter, page).await
+    }
+
+    async fn message(
+        &self,
+        conversation_id: Uuid,
+        id: Uuid,
+    ) -> Result<Option<MessageAdded>, AppError> {
+        let sql = format!(
+            "SELECT {} FROM messages WHERE id = $1::uuid AND conversation_id = $2::uuid",
+            rows::MESSAGE_COLUMNS
+        );
+        self.one(
+            &sql,
+            Args::new().uuid(id).uuid(conversation_id),
+            rows::message,
+        )
+        .await
+    }
+
+    async fn tasks(
+        &self,
+        filter: &TaskFilter,
+        page: &PageRequest,
+    ) -> Result<Page<TaskView>, AppError> {
+        self.list_tasks(filter, page).await
+    }
+
+    async fn task(&self, id: Uuid) -> Result<Option<TaskDetail>, AppError> {
+        self.find_task(id).await
+    }
+
+    async fn task_checkpoint(
+        &self,
+        task_id: Uuid,
+        id: Uuid,
+    ) -> Result<Option<TaskCheckpointView>, AppError> {
+        let sql = format!(
+            "SELECT {} FROM task_checkpoints WHERE id = $1::uuid AND task_id = $2::uuid",
+            rows::TASK_CHECKPOINT_COLUMNS
+        );
+        self.one(
+            &sql,
+            Args::new().uuid(id).uuid(task_id),
+            rows::task_checkpoint,
+        )
+        .await
+    }
+
+    async fn task_stats(&self, group: StatsGroup) -> Result<TaskStatsView, AppError> {
+        self.stats(group).await
     }
 }

@@ -10,15 +10,15 @@
 use chrono::Utc;
 use pm_application::log::{EventFilter, LogPosition, LogReader, LoggedEvent};
 use pm_application::AppError;
-use pm_domain::time;
 
-use super::apply::ApplyError;
-use super::event::apply_event;
-use super::processors::DbProcessorStore;
+use super::error::ApplyError;
+use super::facts::apply_event;
 use super::schema::{create_statements, drop_statements, view_statements};
 use super::READ_MODEL;
+use crate::db::{Args, Tx};
 use crate::log::DbLogReader;
-use crate::{in_tx, on_db, Database};
+use crate::processor::DbProcessorStore;
+use crate::Database;
 
 const BATCH: u32 = 1000;
 
@@ -67,18 +67,40 @@ pub struct RebuildReport {
 }
 
 async fn generation(db: &Database) -> Result<i64, sqlx::Error> {
-    on_db!(db, d, pool, {
-        sqlx::query("INSERT INTO processors (name) VALUES ($1) ON CONFLICT (name) DO NOTHING")
-            .bind(READ_MODEL)
-            .execute(pool)
-            .await?;
-        let g: i32 =
-            sqlx::query_scalar(&d.sql("SELECT generation FROM processors WHERE name = $1"))
-                .bind(READ_MODEL)
-                .fetch_one(pool)
-                .await?;
-        Ok(i64::from(g))
-    })
+    db.execute(
+        "INSERT INTO processors (name) VALUES ($1) ON CONFLICT (name) DO NOTHING",
+        Args::new().text(READ_MODEL),
+    )
+    .await?;
+    db.fetch_optional(
+        "SELECT generation::bigint AS generation FROM processors WHERE name = $1",
+        Args::new().text(READ_MODEL),
+    )
+    .await?
+    .ok_or(sqlx::Error::RowNotFound)?
+    .int("generation")
+}
+
+/// Runs DDL statements in order.
+async fn run_all(
+    tx: &mut Tx,
+    statements: impl IntoIterator<Item = String>,
+) -> Result<(), sqlx::Error> {
+    for statement in statements {
+        tx.execute(&statement, Args::new()).await?;
+    }
+    Ok(())
+}
+
+/// Locks the read model's processor row; returns its generation.
+async fn lock_generation(tx: &mut Tx) -> Result<i64, sqlx::Error> {
+    tx.fetch_optional(
+        "SELECT generation::bigint AS generation FROM processors WHERE name = $1 FOR UPDATE",
+        Args::new().text(READ_MODEL),
+    )
+    .await?
+    .ok_or(sqlx::Error::RowNotFound)?
+    .int("generation")
 }
 
 /// Creates the current generation's tables and views when missing (start-up).
@@ -87,24 +109,18 @@ async fn generation(db: &Database) -> Result<i64, sqlx::Error> {
 /// A failed statement.
 pub async fn ensure_schema(db: &Database) -> Result<(), sqlx::Error> {
     generation(db).await?;
-    let result: Result<(), sqlx::Error> = in_tx!(db, d, tx, {
-        // Replicas starting together take turns (view DDL does not like company).
-        let g: i32 = sqlx::query_scalar(
-            &d.sql("SELECT generation FROM processors WHERE name = $1 FOR UPDATE"),
-        )
-        .bind(READ_MODEL)
-        .fetch_one(&mut *tx)
-        .await?;
-        let g = i64::from(g);
-        for statement in create_statements(d, g) {
-            sqlx::query(&statement).execute(&mut *tx).await?;
-        }
-        for statement in view_statements(g) {
-            sqlx::query(&statement).execute(&mut *tx).await?;
-        }
-        Ok(())
-    });
-    result
+    // Replicas starting together take turns (view DDL does not like company).
+    let mut tx = db.begin().await?;
+    let g = lock_generation(&mut tx).await?;
+    let d = tx.dialect();
+    run_all(
+        &mut tx,
+        create_statements(d, g)
+            .into_iter()
+            .chain(view_statements(g)),
+    )
+    .await?;
+    tx.commit().await
 }
 
 /// Rebuilds projection `name` from the start of the log, without downtime: [`start`]
@@ -161,18 +177,13 @@ async fn claim(db: &Database) -> Result<(), RebuildError> {
     generation(db).await?;
     let now = Utc::now();
     let stale = now - chrono::Duration::minutes(10);
-    let claimed = on_db!(db, d, pool, {
-        sqlx::query(&d.sql(
+    let claimed = db
+        .execute(
             "UPDATE processors SET rebuild_status = 'running', rebuild_detail = 'replaying', rebuild_heartbeat = $2::timestamptz \
              WHERE name = $1 AND (rebuild_status IS NULL OR rebuild_status <> 'running' OR rebuild_heartbeat < $3::timestamptz)",
-        ))
-        .bind(READ_MODEL)
-        .bind(time::format(&now))
-        .bind(time::format(&stale))
-        .execute(pool)
-        .await
-        .map(|r| r.rows_affected())
-    })?;
+            Args::new().text(READ_MODEL).time(&now).time(&stale),
+        )
+        .await?;
     if claimed == 1 {
         Ok(())
     } else {
@@ -181,30 +192,30 @@ async fn claim(db: &Database) -> Result<(), RebuildError> {
 }
 
 async fn heartbeat(db: &Database, events: u64) -> Result<(), sqlx::Error> {
-    on_db!(db, d, pool, {
-        sqlx::query(&d.sql("UPDATE processors SET rebuild_heartbeat = $2::timestamptz, rebuild_detail = $3 WHERE name = $1"))
-            .bind(READ_MODEL)
-            .bind(time::format(&Utc::now()))
-            .bind(format!("replayed {events} events"))
-            .execute(pool)
-            .await
-            .map(|_| ())
-    })
+    db.execute(
+        "UPDATE processors SET rebuild_heartbeat = $2::timestamptz, rebuild_detail = $3 WHERE name = $1",
+        Args::new()
+            .text(READ_MODEL)
+            .time(&Utc::now())
+            .text(format!("replayed {events} events")),
+    )
+    .await?;
+    Ok(())
 }
 
 async fn run(db: &Database, log: &DbLogReader) -> Result<RebuildReport, RebuildError> {
     let old = generation(db).await?;
     let new = old + 1;
-    let prepared: Result<(), sqlx::Error> = in_tx!(db, d, tx, {
-        for statement in drop_statements(new)
+    let mut tx = db.begin().await?;
+    let d = tx.dialect();
+    run_all(
+        &mut tx,
+        drop_statements(new)
             .into_iter()
-            .chain(create_statements(d, new))
-        {
-            sqlx::query(&statement).execute(&mut *tx).await?;
-        }
-        Ok(())
-    });
-    prepared?;
+            .chain(create_statements(d, new)),
+    )
+    .await?;
+    tx.commit().await?;
     let mut report = RebuildReport {
         generation: new,
         events: 0,
@@ -213,12 +224,12 @@ async fn run(db: &Database, log: &DbLogReader) -> Result<RebuildReport, RebuildE
     };
     let outcome = replay_and_swap(db, log, old, &mut report).await;
     let cleanup = if outcome.is_ok() { old } else { new };
-    let dropped: Result<(), sqlx::Error> = in_tx!(db, _d, tx, {
-        for statement in drop_statements(cleanup) {
-            sqlx::query(&statement).execute(&mut *tx).await?;
-        }
-        Ok(())
-    });
+    let dropped = async {
+        let mut tx = db.begin().await?;
+        run_all(&mut tx, drop_statements(cleanup)).await?;
+        tx.commit().await
+    }
+    .await;
     if let Err(e) = dropped {
         tracing::warn!(error = %e, generation = cleanup, "could not drop the tables of an unused generation");
     }
@@ -246,45 +257,34 @@ async fn replay_and_swap(
     }
     // Swap: hold the processor row so the live projection waits, catch up, point views.
     let new = report.generation;
-    let swapped: Result<(), RebuildError> = in_tx!(db, d, tx, {
-        let (generation, _, _): (i32, i64, i64) = sqlx::query_as(&d.sql(
-            "SELECT generation, cursor_txid, cursor_seq FROM processors WHERE name = $1 FOR UPDATE",
-        ))
-        .bind(READ_MODEL)
-        .fetch_one(&mut *tx)
-        .await?;
-        if i64::from(generation) != old {
-            return Err(RebuildError::Raced);
-        }
-        loop {
-            let events = log.read_after(report.cursor, &all, BATCH).await?;
-            let Some(last) = events.last() else { break };
-            let last = last.position;
-            for event in &events {
-                match apply_event(&mut *tx, d, new, event).await {
-                    Ok(()) => report.events += 1,
-                    Err(ApplyError::Poison(_, reason)) => {
-                        report.skipped += 1;
-                        tracing::warn!(position = %event.position, %reason, "rebuild skips an event it cannot apply");
-                    }
-                    Err(e) => return Err(e.into()),
+    let mut tx = db.begin().await?;
+    if lock_generation(&mut tx).await? != old {
+        return Err(RebuildError::Raced);
+    }
+    loop {
+        let events = log.read_after(report.cursor, &all, BATCH).await?;
+        let Some(last) = events.last() else { break };
+        let last = last.position;
+        for event in &events {
+            match apply_event(&mut tx, new, event).await {
+                Ok(()) => report.events += 1,
+                Err(ApplyError::Poison(_, reason)) => {
+                    report.skipped += 1;
+                    tracing::warn!(position = %event.position, %reason, "rebuild skips an event it cannot apply");
                 }
+                Err(e) => return Err(e.into()),
             }
-            report.cursor = last;
         }
-        sqlx::query(&d.sql("UPDATE processors SET generation = $2, cursor_txid = $3, cursor_seq = $4 WHERE name = $1"))
-            .bind(READ_MODEL)
-            .bind(new as i32)
-            .bind(report.cursor.txid)
-            .bind(report.cursor.seq)
-            .execute(&mut *tx)
-            .await?;
-        for statement in view_statements(new) {
-            sqlx::query(&statement).execute(&mut *tx).await?;
-        }
-        Ok(())
-    });
-    swapped
+        report.cursor = last;
+    }
+    tx.execute(
+        "UPDATE processors SET generation = $2, cursor_seq = $3 WHERE name = $1",
+        Args::new().text(READ_MODEL).int(new).int(report.cursor.0),
+    )
+    .await?;
+    run_all(&mut tx, view_statements(new)).await?;
+    tx.commit().await?;
+    Ok(())
 }
 
 /// Applies a batch to generation `g` in one transaction; an event that cannot be applied
@@ -298,14 +298,17 @@ async fn apply_batch(
     let mut start = 0;
     while start < events.len() {
         let slice = &events[start..];
-        let applied: Result<usize, ApplyError> = in_tx!(db, d, tx, {
+        let applied = async {
+            let mut tx = db.begin().await?;
             for (index, event) in slice.iter().enumerate() {
-                apply_event(&mut *tx, d, g, event)
+                apply_event(&mut tx, g, event)
                     .await
                     .map_err(|e| e.at(index))?;
             }
-            Ok(slice.len())
-        });
+            tx.commit().await?;
+            Ok::<_, ApplyError>(slice.len())
+        }
+        .await;
         match applied {
             Ok(n) => {
                 report.events += n as u64;

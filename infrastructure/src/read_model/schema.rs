@@ -1,5 +1,7 @@
 //! The read tables of one generation and the views over the current one.
 
+use pm_domain::types::TaskStatus;
+
 use crate::sql::Dialect;
 
 /// The tables of a generation, by view name.
@@ -18,22 +20,20 @@ pub fn table(generation: i64, table: &str) -> String {
     format!("rm_g{generation}_{table}")
 }
 
+/// The `conversations` column counting its tasks with `status` (`tasks_not_started`,
+/// `tasks_work_started`, …).
+pub fn status_column(status: TaskStatus) -> String {
+    format!("tasks_{}", status.as_str().to_ascii_lowercase())
+}
+
 /// `CREATE TABLE`/`CREATE INDEX` statements of a generation.
 pub fn create_statements(d: Dialect, g: i64) -> Vec<String> {
     let (uuid, ts, big) = (d.ty("uuid"), d.ty("timestamptz"), d.ty("bigint"));
     let t = |name: &str| table(g, name);
-    let status_counts = [
-        "not_started",
-        "work_started",
-        "work_completed",
-        "work_approved",
-        "work_rejected",
-        "work_paused",
-    ]
-    .iter()
-    .map(|s| format!("tasks_{s} {big} NOT NULL DEFAULT 0"))
-    .collect::<Vec<_>>()
-    .join(",\n  ");
+    let status_counts = TaskStatus::all()
+        .map(|s| format!("{} {big} NOT NULL DEFAULT 0", status_column(s)))
+        .collect::<Vec<_>>()
+        .join(",\n  ");
     vec![
         format!(
             "CREATE TABLE IF NOT EXISTS {} (
@@ -65,11 +65,26 @@ pub fn create_statements(d: Dialect, g: i64) -> Vec<String> {
   {status_counts})",
             t("conversations")
         ),
-        format!("CREATE INDEX IF NOT EXISTS {0}_created ON {0} (created_at, id)", t("conversations")),
-        format!("CREATE INDEX IF NOT EXISTS {0}_org ON {0} (organization, created_at, id)", t("conversations")),
-        format!("CREATE INDEX IF NOT EXISTS {0}_status ON {0} (status, created_at, id)", t("conversations")),
-        format!("CREATE INDEX IF NOT EXISTS {0}_source ON {0} (external_source, created_at, id)", t("conversations")),
-        format!("CREATE INDEX IF NOT EXISTS {0}_latest ON {0} (latest_checkpoint_type, created_at, id)", t("conversations")),
+        format!(
+            "CREATE INDEX IF NOT EXISTS {0}_created ON {0} (created_at, id)",
+            t("conversations")
+        ),
+        format!(
+            "CREATE INDEX IF NOT EXISTS {0}_org ON {0} (organization, created_at, id)",
+            t("conversations")
+        ),
+        format!(
+            "CREATE INDEX IF NOT EXISTS {0}_status ON {0} (status, created_at, id)",
+            t("conversations")
+        ),
+        format!(
+            "CREATE INDEX IF NOT EXISTS {0}_source ON {0} (external_source, created_at, id)",
+            t("conversations")
+        ),
+        format!(
+            "CREATE INDEX IF NOT EXISTS {0}_latest ON {0} (latest_checkpoint_type, created_at, id)",
+            t("conversations")
+        ),
         format!(
             "CREATE TABLE IF NOT EXISTS {} (
   conversation_id {uuid} NOT NULL,
@@ -78,7 +93,10 @@ pub fn create_statements(d: Dialect, g: i64) -> Vec<String> {
   PRIMARY KEY (conversation_id, actor_id))",
             t("conversation_actors")
         ),
-        format!("CREATE INDEX IF NOT EXISTS {0}_actor ON {0} (actor_id, conversation_id)", t("conversation_actors")),
+        format!(
+            "CREATE INDEX IF NOT EXISTS {0}_actor ON {0} (actor_id, conversation_id)",
+            t("conversation_actors")
+        ),
         format!(
             "CREATE TABLE IF NOT EXISTS {} (
   id {uuid} PRIMARY KEY,
@@ -91,7 +109,7 @@ pub fn create_statements(d: Dialect, g: i64) -> Vec<String> {
             t("conversation_checkpoints")
         ),
         format!(
-            "CREATE INDEX IF NOT EXISTS {0}_conversation ON {0} (conversation_id, log_txid, log_seq)",
+            "CREATE INDEX IF NOT EXISTS {0}_conversation ON {0} (conversation_id, log_seq)",
             t("conversation_checkpoints")
         ),
         format!(
@@ -111,12 +129,30 @@ pub fn create_statements(d: Dialect, g: i64) -> Vec<String> {
   last_work_completed_at {ts})",
             t("tasks")
         ),
-        format!("CREATE INDEX IF NOT EXISTS {0}_created ON {0} (created_at, id)", t("tasks")),
-        format!("CREATE INDEX IF NOT EXISTS {0}_status ON {0} (status, created_at, id)", t("tasks")),
-        format!("CREATE INDEX IF NOT EXISTS {0}_assignee ON {0} (assigned_to, created_at, id)", t("tasks")),
-        format!("CREATE INDEX IF NOT EXISTS {0}_conversation ON {0} (conversation_id, created_at, id)", t("tasks")),
-        format!("CREATE INDEX IF NOT EXISTS {0}_checkpoint ON {0} (checkpoint_id, created_at, id)", t("tasks")),
-        format!("CREATE INDEX IF NOT EXISTS {0}_org ON {0} (organization, created_at, id)", t("tasks")),
+        format!(
+            "CREATE INDEX IF NOT EXISTS {0}_created ON {0} (created_at, id)",
+            t("tasks")
+        ),
+        format!(
+            "CREATE INDEX IF NOT EXISTS {0}_status ON {0} (status, created_at, id)",
+            t("tasks")
+        ),
+        format!(
+            "CREATE INDEX IF NOT EXISTS {0}_assignee ON {0} (assigned_to, created_at, id)",
+            t("tasks")
+        ),
+        format!(
+            "CREATE INDEX IF NOT EXISTS {0}_conversation ON {0} (conversation_id, created_at, id)",
+            t("tasks")
+        ),
+        format!(
+            "CREATE INDEX IF NOT EXISTS {0}_checkpoint ON {0} (checkpoint_id, created_at, id)",
+            t("tasks")
+        ),
+        format!(
+            "CREATE INDEX IF NOT EXISTS {0}_org ON {0} (organization, created_at, id)",
+            t("tasks")
+        ),
         format!(
             "CREATE TABLE IF NOT EXISTS {} (
   id {uuid} PRIMARY KEY,
@@ -140,7 +176,10 @@ pub fn create_statements(d: Dialect, g: i64) -> Vec<String> {
   log_seq {big} NOT NULL)",
             t("messages")
         ),
-        format!("CREATE INDEX IF NOT EXISTS {0}_conversation ON {0} (conversation_id, time, id)", t("messages")),
+        format!(
+            "CREATE INDEX IF NOT EXISTS {0}_conversation ON {0} (conversation_id, time, id)",
+            t("messages")
+        ),
         // task_id/actor_id filters run within one conversation: the conversation index
         // narrows them enough, and every index costs each message insert.
     ]

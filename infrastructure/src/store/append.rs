@@ -1,6 +1,9 @@
-//! Appending one command's facts in a single statement, returning their log positions.
+//! Appending one command's facts atomically, returning their log positions — and, when the
+//! command has an `Idempotency-Key`, completing the key in the same statement (PostgreSQL)
+//! or transaction (SQLite), so a durable fact always has its key's answer.
 
 use cqrs_es::AggregateError;
+use pm_application::idempotency::IdempotencyKey;
 use pm_application::log::LogPosition;
 use pm_domain::DomainError;
 use serde_json::Value;
@@ -30,13 +33,25 @@ pub struct NewEvent<'a> {
     pub conversation_id: Option<Uuid>,
 }
 
-const PG_APPEND: &str = "\
-INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, conversation_id)
-SELECT * FROM UNNEST($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[]::json[], $7::text[]::json[], $8::uuid[])
-RETURNING sequence, transaction_id::text, global_position";
+/// Marks a claimed key done with the fact at `position` (`$1` role, `$2` key,
+/// `$3` position); a key that is not pending (or not claimed at all) is left alone.
+pub(crate) const COMPLETE_KEY: &str = "UPDATE idempotency_keys SET status = 201, position = $3 \
+     WHERE role = $1 AND key = $2 AND status IS NULL";
 
-/// Appends `rows` atomically (one statement) and returns their positions in row order.
-/// On PostgreSQL single-fact commands go through [`super::GroupCommit`] instead.
+const PG_APPEND: &str = "\
+WITH ins AS (
+  INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, conversation_id)
+  SELECT * FROM UNNEST($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[]::json[], $7::text[]::json[], $8::uuid[])
+  RETURNING sequence, global_position
+), done AS (
+  UPDATE idempotency_keys SET status = 201, position = (SELECT max(global_position) FROM ins)::text
+  WHERE role = $9 AND key = $10 AND status IS NULL
+)
+SELECT sequence, global_position FROM ins";
+
+/// Appends `rows` atomically and returns their positions in row order; completes `key`
+/// with the last one. On PostgreSQL single-fact commands go through
+/// [`super::GroupCommit`] instead.
 ///
 /// # Errors
 /// `AggregateConflict` when a row's sequence is taken (another writer won),
@@ -45,10 +60,11 @@ RETURNING sequence, transaction_id::text, global_position";
 pub async fn append(
     db: &Database,
     rows: &[NewEvent<'_>],
+    key: Option<&IdempotencyKey>,
 ) -> Result<Vec<LogPosition>, AggregateError<DomainError>> {
     let mut returned: Vec<(i64, LogPosition)> = match db {
         Database::Postgres(pool) => {
-            let fetched: Vec<(i64, String, i64)> = sqlx::query_as(PG_APPEND)
+            let fetched: Vec<(i64, i64)> = sqlx::query_as(PG_APPEND)
                 .bind(rows.iter().map(|r| r.aggregate_type).collect::<Vec<_>>())
                 .bind(rows.iter().map(|r| r.aggregate_id).collect::<Vec<_>>())
                 .bind(rows.iter().map(|r| r.sequence).collect::<Vec<_>>())
@@ -73,15 +89,18 @@ pub async fn append(
                         .collect::<Vec<_>>(),
                 )
                 .bind(rows.iter().map(|r| r.conversation_id).collect::<Vec<_>>())
+                .bind(key.map(|k| k.role.as_str()))
+                .bind(key.map(|k| k.key.as_str()))
                 .fetch_all(pool)
                 .await
                 .map_err(classify)?;
             fetched
                 .into_iter()
-                .map(position)
-                .collect::<Result<_, _>>()?
+                .map(|(sequence, seq)| (sequence, LogPosition(seq)))
+                .collect()
         }
         Database::Sqlite(pool) => {
+            let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.map_err(classify)?;
             let mut builder = QueryBuilder::new(
                 "INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, conversation_id) ",
             );
@@ -98,12 +117,23 @@ pub async fn append(
             builder.push(" RETURNING sequence, global_position");
             let fetched: Vec<(i64, i64)> = builder
                 .build_query_as()
-                .fetch_all(pool)
+                .fetch_all(&mut *tx)
                 .await
                 .map_err(classify)?;
+            let last = fetched.iter().map(|(_, p)| *p).max();
+            if let (Some(key), Some(last)) = (key, last) {
+                sqlx::query(COMPLETE_KEY)
+                    .bind(&key.role)
+                    .bind(&key.key)
+                    .bind(last.to_string())
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(classify)?;
+            }
+            tx.commit().await.map_err(classify)?;
             fetched
                 .into_iter()
-                .map(|(sequence, seq)| (sequence, LogPosition { txid: 0, seq }))
+                .map(|(sequence, seq)| (sequence, LogPosition(seq)))
                 .collect()
         }
     };
@@ -116,23 +146,13 @@ pub async fn append(
     Ok(returned.into_iter().map(|(_, p)| p).collect())
 }
 
-fn position(
-    (sequence, txid, seq): (i64, String, i64),
-) -> Result<(i64, LogPosition), AggregateError<DomainError>> {
-    let txid = txid
-        .parse()
-        .map_err(|e| AggregateError::UnexpectedError(Box::new(e)))?;
-    Ok((sequence, LogPosition { txid, seq }))
-}
-
-/// Maps a database error onto cqrs-es's error kinds.
+/// Maps a database error onto cqrs-es's error kinds: a taken sequence is a lost race,
+/// a transient failure (connection trouble, an operator ending the session) is the store
+/// being unreachable.
 pub fn classify(e: sqlx::Error) -> AggregateError<DomainError> {
     match &e {
         sqlx::Error::Database(db) if db.is_unique_violation() => AggregateError::AggregateConflict,
-        sqlx::Error::Io(_)
-        | sqlx::Error::PoolTimedOut
-        | sqlx::Error::PoolClosed
-        | sqlx::Error::Tls(_) => AggregateError::DatabaseConnectionError(Box::new(e)),
+        _ if crate::db::is_transient(&e) => AggregateError::DatabaseConnectionError(Box::new(e)),
         _ => AggregateError::UnexpectedError(Box::new(e)),
     }
 }

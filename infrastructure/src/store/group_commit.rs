@@ -1,5 +1,5 @@
 //! Group commit on PostgreSQL: single-fact appends of concurrent commands are gathered by
-//! a few workers and written by one `INSERT … ON CONFLICT DO NOTHING RETURNING` per
+//! a writer (one: appends are serialized by the log's order lock) and written by one `INSERT … ON CONFLICT DO NOTHING RETURNING` per
 //! batch — one statement, one transaction, one WAL flush for many commands — instead of
 //! one each. A row the database skipped lost its optimistic-concurrency race (its
 //! sequence is taken): only that command gets `AggregateConflict`, the others succeed.
@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use cqrs_es::AggregateError;
+use pm_application::idempotency::IdempotencyKey;
 use pm_application::log::LogPosition;
 use pm_domain::DomainError;
 use sqlx::PgPool;
@@ -17,14 +18,27 @@ use uuid::Uuid;
 
 use super::append::{classify, NewEvent};
 
+/// The batch's rows are inserted unless their sequence is taken, and the idempotency key
+/// of every written row that has one is completed with its position — in one statement,
+/// so a durable fact always has its key's answer.
 const PG_APPEND_SKIPPING_TAKEN: &str = "\
-INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, conversation_id)
-SELECT * FROM UNNEST($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[]::json[], $7::text[]::json[], $8::uuid[])
-ON CONFLICT (aggregate_type, aggregate_id, sequence) DO NOTHING
-RETURNING aggregate_type, aggregate_id, sequence, transaction_id::text, global_position";
+WITH input AS (
+  SELECT * FROM UNNEST($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::uuid[], $9::text[], $10::text[])
+    AS i(aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, conversation_id, key_role, key)
+), ins AS (
+  INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, conversation_id)
+  SELECT aggregate_type, aggregate_id, sequence, event_type, event_version, payload::json, metadata::json, conversation_id FROM input
+  ON CONFLICT (aggregate_type, aggregate_id, sequence) DO NOTHING
+  RETURNING aggregate_type, aggregate_id, sequence, global_position
+), done AS (
+  UPDATE idempotency_keys k SET status = 201, position = ins.global_position::text
+  FROM ins JOIN input i USING (aggregate_type, aggregate_id, sequence)
+  WHERE i.key IS NOT NULL AND k.role = i.key_role AND k.key = i.key AND k.status IS NULL
+)
+SELECT aggregate_type, aggregate_id, sequence, global_position FROM ins";
 
-/// A written row: aggregate type, aggregate id, sequence, transaction id, global position.
-type WrittenRow = (String, String, i64, String, i64);
+/// A written row: aggregate type, aggregate id, sequence, global position.
+type WrittenRow = (String, String, i64, i64);
 
 /// An owned row waiting for its batch.
 struct Job {
@@ -36,6 +50,7 @@ struct Job {
     payload: String,
     metadata: String,
     conversation_id: Option<Uuid>,
+    key: Option<IdempotencyKey>,
     reply: oneshot::Sender<Result<LogPosition, AggregateError<DomainError>>>,
 }
 
@@ -57,7 +72,8 @@ impl GroupCommit {
         Self { jobs }
     }
 
-    /// Appends one fact; returns its log position once its batch has committed.
+    /// Appends one fact (completing `key` with it); returns its log position once its
+    /// batch has committed.
     ///
     /// # Errors
     /// `AggregateConflict` when the sequence is taken, otherwise as
@@ -65,6 +81,7 @@ impl GroupCommit {
     pub async fn append(
         &self,
         row: &NewEvent<'_>,
+        key: Option<&IdempotencyKey>,
     ) -> Result<LogPosition, AggregateError<DomainError>> {
         let (reply, answer) = oneshot::channel();
         let job = Job {
@@ -76,6 +93,7 @@ impl GroupCommit {
             payload: row.payload.to_string(),
             metadata: row.metadata.to_string(),
             conversation_id: row.conversation_id,
+            key: key.cloned(),
             reply,
         };
         let gone = || AggregateError::DatabaseConnectionError("the append workers stopped".into());
@@ -127,19 +145,26 @@ async fn write(pool: &PgPool, jobs: Vec<Job>) {
         .bind(jobs.iter().map(|j| j.payload.as_str()).collect::<Vec<_>>())
         .bind(jobs.iter().map(|j| j.metadata.as_str()).collect::<Vec<_>>())
         .bind(jobs.iter().map(|j| j.conversation_id).collect::<Vec<_>>())
+        .bind(
+            jobs.iter()
+                .map(|j| j.key.as_ref().map(|k| k.role.as_str()))
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            jobs.iter()
+                .map(|j| j.key.as_ref().map(|k| k.key.as_str()))
+                .collect::<Vec<_>>(),
+        )
         .fetch_all(pool)
         .await;
     match result {
         Ok(rows) => {
             for job in jobs {
-                let written = rows.iter().find(|(t, id, seq, _, _)| {
+                let written = rows.iter().find(|(t, id, seq, _)| {
                     t == job.aggregate_type && *id == job.aggregate_id && *seq == job.sequence
                 });
                 let answer = match written {
-                    Some((_, _, _, txid, seq)) => txid
-                        .parse()
-                        .map(|txid| LogPosition { txid, seq: *seq })
-                        .map_err(|e| AggregateError::UnexpectedError(Box::new(e))),
+                    Some((_, _, _, position)) => Ok(LogPosition(*position)),
                     None => Err(AggregateError::AggregateConflict),
                 };
                 let _ = job.reply.send(answer);

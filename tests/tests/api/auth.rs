@@ -4,7 +4,7 @@
 use pm_tests::{all_tokens, on_both_backends, TestDb, TestService, ADMIN, ANALYST, INGRESS, LLM};
 use serde_json::{json, Value};
 
-use crate::support::{assert_problem, buffer, post_raw, wait_events, world, World};
+use crate::support::{assert_problem, buffer, post_raw, wait_events, world, World, FACTS};
 
 /// Every command endpoint with a valid body and the roles (besides admin) that may use it.
 fn commands(w: &World) -> Vec<(String, Value, &'static [&'static str])> {
@@ -111,9 +111,9 @@ async fn each_role_may_do_what_api_md_says(db: TestDb) {
 async fn analysts_and_admins_read_the_event_log(db: TestDb) {
     let svc = TestService::start(&db, &all_tokens()).await;
     world(&svc).await;
-    wait_events(&svc, "", 4).await;
+    wait_events(&svc, FACTS, 4).await;
     for role in [ANALYST, ADMIN] {
-        let r = svc.get(Some(role), "/v1/events").await;
+        let r = svc.get(Some(role), &format!("/v1/events?{FACTS}")).await;
         assert_eq!(r.status, 200, "{role}: {}", r.text);
         assert_eq!(r.json["items"].as_array().map(Vec::len), Some(4));
     }

@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use pm_tests::{on_both_backends, TestDb, TestService};
 use serde_json::json;
 
-use crate::support::{checkpoint, created, message, task, task_checkpoint, wait_events, world};
+use crate::support::{
+    checkpoint, created, message, task, task_checkpoint, wait_events, world, FACTS,
+};
 
 async fn acknowledged_facts_survive_a_restart(db: TestDb) {
     let svc = TestService::start(&db, "").await;
@@ -31,12 +33,12 @@ async fn acknowledged_facts_survive_a_restart(db: TestDb) {
         acknowledged.insert(id.clone(), None);
     }
     assert_eq!(acknowledged.len(), 30);
-    let before = wait_events(&svc, "", 30).await;
+    let before = wait_events(&svc, FACTS, 30).await;
     assert_eq!(before.len(), 30, "one fact per command");
     svc.stop().await;
 
     let svc = TestService::start(&db, "").await;
-    let after = wait_events(&svc, "", 30).await;
+    let after = wait_events(&svc, FACTS, 30).await;
     assert_eq!(after, before, "the log is the same after the restart");
     for (id, position) in &acknowledged {
         let event = after
@@ -67,7 +69,7 @@ async fn acknowledged_facts_survive_a_restart(db: TestDb) {
     created(&svc.post(None, &path, &body).await);
     let body = json!({"actor_ids": [w.actor], "title": "after the restart"});
     created(&svc.post(None, "/v1/conversations", &body).await);
-    assert_eq!(wait_events(&svc, "", 34).await.len(), 34);
+    assert_eq!(wait_events(&svc, FACTS, 34).await.len(), 34);
     svc.stop().await;
 }
 

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 use crate::support::{
     actor, assert_problem, checkpoint, event_of, events, events_page, get_with, message, post_with,
-    task_checkpoint, wait_events, world, World,
+    task_checkpoint, wait_events, world, World, FACTS,
 };
 
 fn positions(events: &[Value]) -> Vec<String> {
@@ -79,7 +79,7 @@ async fn events_are_cloud_events_of_the_facts(db: TestDb) {
     let body = json!({"actor_id": a.id(), "content": "hi", "task_id": t.id()});
     let m = svc.post(Some(ADMIN), &path, &body).await;
 
-    let all = wait_events(&svc, "", 6).await;
+    let all = wait_events(&svc, FACTS, 6).await;
     assert_eq!(all.len(), 6);
     let p = "project_manager.";
     for (answer, kind, subject, seq, source) in [
@@ -134,12 +134,12 @@ async fn some_events(svc: &TestService, messages: usize) -> World {
 async fn paging_visits_every_event_once_in_order(db: TestDb) {
     let svc = TestService::start(&db, "").await;
     some_events(&svc, 15).await;
-    let all = wait_events(&svc, "", 19).await;
+    let all = wait_events(&svc, FACTS, 19).await;
     assert_eq!(all.len(), 19);
     let mut seen = Vec::new();
     let mut cursor = "0".to_string();
     loop {
-        let page = events_page(&svc, &format!("limit=4&cursor={cursor}")).await;
+        let page = events_page(&svc, &format!("{FACTS}&limit=4&cursor={cursor}")).await;
         let items = page.json["items"].as_array().cloned().expect("items");
         assert!(items.len() <= 4);
         let next = page.json["next_cursor"].as_str().expect("next_cursor");
@@ -155,7 +155,7 @@ async fn paging_visits_every_event_once_in_order(db: TestDb) {
         seen.extend(items);
     }
     assert_eq!(seen, all, "paging saw every event once, in order");
-    let first = events_page(&svc, "").await;
+    let first = events_page(&svc, FACTS).await;
     assert_eq!(first.json["items"].as_array().map(Vec::len), Some(19));
     svc.stop().await;
 }
@@ -163,17 +163,22 @@ async fn paging_visits_every_event_once_in_order(db: TestDb) {
 async fn cursor_and_last_event_id_resume_after_a_position(db: TestDb) {
     let svc = TestService::start(&db, "").await;
     some_events(&svc, 4).await;
-    let all = wait_events(&svc, "", 8).await;
+    let all = wait_events(&svc, FACTS, 8).await;
     let at = positions(&all)[4].clone();
-    let by_cursor = events_page(&svc, &format!("cursor={at}")).await;
+    let by_cursor = events_page(&svc, &format!("{FACTS}&cursor={at}")).await;
     assert_eq!(by_cursor.json["items"], json!(all[5..]));
-    let by_header = get_with(&svc, "/v1/events", &[("last-event-id", &at)]).await;
+    let by_header = get_with(
+        &svc,
+        &format!("/v1/events?{FACTS}"),
+        &[("last-event-id", &at)],
+    )
+    .await;
     assert_eq!(by_header.status, 200, "{}", by_header.text);
     assert_eq!(by_header.json["items"], json!(all[5..]));
-    let from_zero = events_page(&svc, "cursor=0").await;
+    let from_zero = events_page(&svc, &format!("{FACTS}&cursor=0")).await;
     assert_eq!(from_zero.json["items"], json!(all));
     let last = positions(&all)[7].clone();
-    let after_end = events_page(&svc, &format!("cursor={last}")).await;
+    let after_end = events_page(&svc, &format!("{FACTS}&cursor={last}")).await;
     assert_eq!(after_end.json["items"], json!([]));
     assert_eq!(after_end.json["next_cursor"], last.as_str());
     svc.stop().await;
@@ -184,7 +189,7 @@ async fn types_filter_takes_prefixes_exact_names_and_lists(db: TestDb) {
     let w = some_events(&svc, 2).await;
     task_checkpoint(&svc, &w.task, "WORK_STARTED").await;
     actor(&svc).await;
-    let all = wait_events(&svc, "", 8).await;
+    let all = wait_events(&svc, FACTS, 8).await;
     let only = |wanted: &dyn Fn(&str) -> bool| -> Vec<Value> {
         all.iter()
             .filter(|e| wanted(e["type"].as_str().unwrap_or("")))
@@ -224,9 +229,9 @@ async fn conversation_filter_returns_everything_of_that_conversation(db: TestDb)
         checkpoint(&svc, &w.conversation, "NEED_INFORMATION").await;
         worlds.push(w);
     }
-    let all = wait_events(&svc, "", 14).await;
+    let all = wait_events(&svc, FACTS, 14).await;
     for w in &worlds {
-        let got = events(&svc, &format!("conversation_id={}", w.conversation)).await;
+        let got = events(&svc, &format!("{FACTS}&conversation_id={}", w.conversation)).await;
         let want: Vec<Value> = all
             .iter()
             .filter(|e| e["conversationid"] == w.conversation.as_str())
@@ -256,15 +261,16 @@ async fn conversation_filter_returns_everything_of_that_conversation(db: TestDb)
     svc.stop().await;
 }
 
-async fn bad_cursors_are_400_invalid_parameter(db: TestDb) {
+/// A position that is not in the log is `400 invalid_position` (API.md).
+async fn bad_cursors_are_400_invalid_position(db: TestDb) {
     let svc = TestService::start(&db, "").await;
-    for cursor in ["abc", "-1", "1.2.3", "x.1", "1e3"] {
+    for cursor in ["abc", "-1", "1.2.3", "x.1", "1e3", "12.34", "99999999"] {
         let r = svc
             .get(Some(ADMIN), &format!("/v1/events?cursor={cursor}"))
             .await;
-        assert_problem(&r, 400, "invalid_parameter");
+        assert_problem(&r, 400, "invalid_position");
         let r = get_with(&svc, "/v1/events", &[("last-event-id", cursor)]).await;
-        assert_problem(&r, 400, "invalid_parameter");
+        assert_problem(&r, 400, "invalid_position");
     }
     let r = svc
         .get(Some(ADMIN), "/v1/events?conversation_id=nope")
@@ -279,5 +285,5 @@ on_both_backends!(
     cursor_and_last_event_id_resume_after_a_position,
     types_filter_takes_prefixes_exact_names_and_lists,
     conversation_filter_returns_everything_of_that_conversation,
-    bad_cursors_are_400_invalid_parameter,
+    bad_cursors_are_400_invalid_position,
 );

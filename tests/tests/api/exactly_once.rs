@@ -68,6 +68,7 @@ async fn failed_batches_apply_nothing_then_exactly_once(db: TestDb) {
     let switch = Arc::new(AtomicBool::new(false));
     let hooks = Hooks {
         fail_projection_before_commit: Some(switch.clone()),
+        ..Hooks::default()
     };
     let svc = TestService::start_with_hooks(config(&db), hooks).await;
     let a = actor(&svc, "Ann").await.id;
@@ -262,44 +263,56 @@ async fn the_lease_is_taken_over_when_its_holder_stops_postgres() {
     }
 }
 
-/// A replica that died holding the lease (never released it) is replaced once the lease
-/// expires — and not before.
+/// A live owner of the projection (another replica's session holding its lock) is
+/// respected; when that owner's session ends — as when its process dies — this replica
+/// takes over within about a second.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_expired_lease_of_a_dead_replica_is_taken_over_postgres() {
+async fn a_live_owner_is_respected_and_its_end_hands_over_within_a_second_postgres() {
+    use pm_infrastructure::processor::ownership::lock_key;
     use sqlx::{Connection, PgConnection};
     let Some(db) = TestDb::postgres().await else {
         return;
     };
-    // Create the schema, then pretend a replica that is gone holds the lease for 3 s more.
+    // Create the schema, then let another "replica" own the projection.
     TestService::start(&db, "").await.stop().await;
-    let mut conn = PgConnection::connect(&db.url).await.expect("connect");
-    sqlx::query(
-        "UPDATE processors SET lease_owner = 'dead-replica', \
-         lease_expires_at = clock_timestamp() + interval '3 seconds' WHERE name = 'read_model'",
-    )
-    .execute(&mut conn)
-    .await
-    .expect("plant the lease");
-    let started = Instant::now();
+    let other = format!("{}?application_name=other-replica", db.url);
+    let mut conn = PgConnection::connect(&other).await.expect("connect");
+    sqlx::query("SELECT pg_advisory_lock($1)")
+        .bind(lock_key("read_model"))
+        .execute(&mut conn)
+        .await
+        .expect("own the projection");
     let svc = TestService::start(&db, "").await;
     let a = actor(&svc, "Ann").await;
-    let deadline = started + Duration::from_secs(20);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let report = processors(&svc).await;
+    assert_eq!(
+        report["this_replica"]["read_model"]["leader"], false,
+        "{report}"
+    );
+    assert_eq!(read_model(&svc).await["lease_owner"], "other-replica");
+    let r = get(&svc, &format!("/v1/actors/{}", a.id), None).await;
+    assert_eq!(r.status, 404, "projected without owning: {}", r.text);
+    let ended = Instant::now();
+    conn.close().await.expect("the owner's session ends");
     loop {
-        let r = get(&svc, &format!("/v1/actors/{}", a.id), Some(&a.position)).await;
+        let r = get(&svc, &format!("/v1/actors/{}", a.id), None).await;
         if r.status == 200 {
             break;
         }
         assert!(
-            Instant::now() < deadline,
-            "the lease was never taken over: {}",
+            ended.elapsed() < Duration::from_secs(2),
+            "not taken over {:?} after the owner ended: {}",
+            ended.elapsed(),
             r.text
         );
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(
-        started.elapsed() >= Duration::from_secs(2),
-        "the live lease of another replica was respected until it expired"
-    );
     let rm = read_model(&svc).await;
-    assert_ne!(rm["lease_owner"], "dead-replica", "{rm}");
+    assert_eq!(
+        rm["lease_owner"],
+        processors(&svc).await["this_replica"]["owner"],
+        "{rm}"
+    );
     svc.stop().await;
 }

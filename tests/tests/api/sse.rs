@@ -8,7 +8,7 @@ use futures::StreamExt;
 use pm_tests::{on_both_backends, TestDb, TestService, ADMIN};
 use serde_json::Value;
 
-use crate::support::{message, wait_events, world};
+use crate::support::{message, wait_events, world, FACTS};
 
 /// One parsed SSE event.
 #[derive(Debug, Clone, PartialEq)]
@@ -129,8 +129,8 @@ async fn events_stream_in_order_and_live(db: TestDb) {
     let svc = TestService::start(&db, "").await;
     let w = world(&svc).await;
     message(&svc, &w.conversation, &w.actor, "before").await;
-    let all = wait_events(&svc, "", 5).await;
-    let mut sse = Sse::connect(&svc, "", None).await;
+    let all = wait_events(&svc, FACTS, 5).await;
+    let mut sse = Sse::connect(&svc, FACTS, None).await;
     for event in &all {
         assert_is(&sse.expect().await, event);
     }
@@ -141,7 +141,7 @@ async fn events_stream_in_order_and_live(db: TestDb) {
         .expect("live within 2 s");
     assert_eq!(got.event.as_deref(), Some("project_manager.message.added"));
     assert_eq!(got.json()["data"]["id"], live.as_str());
-    let all = wait_events(&svc, "", 6).await;
+    let all = wait_events(&svc, FACTS, 6).await;
     assert_is(&got, &all[5]);
     drop(sse);
     svc.stop().await;
@@ -151,11 +151,11 @@ async fn reconnecting_with_last_event_id_gets_only_later_events(db: TestDb) {
     let svc = TestService::start(&db, "").await;
     let w = world(&svc).await;
     message(&svc, &w.conversation, &w.actor, "one").await;
-    let all = wait_events(&svc, "", 5).await;
+    let all = wait_events(&svc, FACTS, 5).await;
     let last_seen = all[2]["position"].as_str().expect("position");
     for (query, header) in [
-        ("".to_string(), Some(last_seen)),
-        (format!("cursor={last_seen}"), None),
+        (FACTS.to_string(), Some(last_seen)),
+        (format!("{FACTS}&cursor={last_seen}"), None),
     ] {
         let mut sse = Sse::connect(&svc, &query, header).await;
         for event in &all[3..] {
@@ -170,8 +170,9 @@ async fn a_conversation_stream_starts_with_a_snapshot(db: TestDb) {
     let svc = TestService::start(&db, "").await;
     let w = world(&svc).await;
     let other = world(&svc).await;
-    let mine = wait_events(&svc, &format!("conversation_id={}", w.conversation), 3).await;
-    let mut sse = Sse::connect(&svc, &format!("conversation_id={}", w.conversation), None).await;
+    let query = format!("{FACTS}&conversation_id={}", w.conversation);
+    let mine = wait_events(&svc, &query, 3).await;
+    let mut sse = Sse::connect(&svc, &query, None).await;
     let snapshot = sse.expect().await;
     assert_eq!(snapshot.event.as_deref(), Some("snapshot"));
     assert!(snapshot.json().is_object(), "{}", snapshot.data);

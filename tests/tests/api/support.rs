@@ -237,16 +237,20 @@ pub async fn wait_events(svc: &TestService, query: &str, n: usize) -> Vec<Value>
     }
 }
 
+/// The `/v1/events` filter of the `project_manager.*` facts alone (the sagas' runes,
+/// appended after the facts that cause them, left out).
+pub const FACTS: &str = "types=project_manager.*";
+
 const SENTINEL: &str = "__sentinel__";
 
-/// The number of facts in the log once everything written so far is readable, not
+/// The number of facts (not runes) in the log once everything written so far is readable, not
 /// counting the sentinel actors this helper registers to know that.
 pub async fn settled_count(svc: &TestService) -> usize {
     let body = json!({"kind": "ai", "display_name": SENTINEL});
     let sentinel = created(&svc.post(Some(ADMIN), "/v1/actors", &body).await);
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let all = events(svc, "").await;
+        let all = events(svc, FACTS).await;
         if all.iter().any(|e| e["subject"] == sentinel.as_str()) {
             return all
                 .iter()

@@ -1,25 +1,19 @@
 //! Query parameters of the read endpoints and their parsing: filters, pagination,
 //! `min_position` read-your-writes, path ids.
 
-use std::time::{Duration, Instant};
-
 use axum::http::StatusCode;
 use axum::Json;
 use chrono::{DateTime, Utc};
 use pm_application::log::LogPosition;
-use pm_application::processor::ProcessorStore;
-use pm_infrastructure::read_model::query::PageRequest;
-use pm_infrastructure::read_model::{List, PageCursor, READ_MODEL};
+use pm_application::queries::ReadModelStore;
+use pm_application::views::{List, PageCursor, PageRequest};
+use pm_infrastructure::read_model::query::ReadModel;
 use serde::Deserialize;
-use serde_json::Value;
 use utoipa::IntoParams;
 use uuid::Uuid;
 
-use crate::error::ApiError;
+use crate::error::{invalid_position, ApiError};
 use crate::state::AppState;
-
-/// How long `min_position` waits.
-const MIN_POSITION_WAIT: Duration = Duration::from_secs(5);
 
 /// Parameters every list takes.
 #[derive(Debug, Default, Deserialize, IntoParams)]
@@ -56,7 +50,7 @@ pub struct ConversationParams {
     #[param(value_type = Option<String>, format = DateTime)]
     pub created_before: Option<String>,
     /// Type of the latest checkpoint.
-    #[param(value_type = Option<crate::schemas::CheckpointType>)]
+    #[param(value_type = Option<pm_domain::types::CheckpointType>)]
     pub latest_checkpoint_type: Option<String>,
 }
 
@@ -106,7 +100,7 @@ pub struct StatsParams {
     pub min_position: Option<String>,
 }
 
-pub(super) fn uuid_param(name: &str, raw: &Option<String>) -> Result<Option<Uuid>, ApiError> {
+pub(crate) fn uuid_param(name: &str, raw: &Option<String>) -> Result<Option<Uuid>, ApiError> {
     raw.as_deref()
         .map(|r| {
             r.parse()
@@ -128,22 +122,12 @@ pub(super) fn time_param(
         .transpose()
 }
 
-pub(super) fn path_uuid(raw: &str, code: &'static str, what: &str) -> Result<Uuid, ApiError> {
-    raw.parse().map_err(|_| {
-        ApiError::new(
-            StatusCode::NOT_FOUND,
-            code,
-            format!("{what} {raw} does not exist"),
-        )
-    })
-}
-
-pub(super) fn found(
-    value: Option<Value>,
+pub(super) fn found<T>(
+    value: Option<T>,
     code: &'static str,
     what: &str,
     id: Uuid,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<T>, ApiError> {
     value.map(Json).ok_or_else(|| {
         ApiError::new(
             StatusCode::NOT_FOUND,
@@ -153,37 +137,22 @@ pub(super) fn found(
     })
 }
 
-/// Waits (up to 5 s) until the read model has processed `min_position`.
-pub(super) async fn read_your_writes(
-    state: &AppState,
+/// The read model, once it has processed `min_position` (waits up to 5 s).
+pub(super) async fn read_your_writes<'s>(
+    state: &'s AppState,
     min_position: &Option<String>,
-) -> Result<(), ApiError> {
-    let Some(raw) = min_position else {
-        return Ok(());
-    };
-    let wanted: LogPosition = raw
-        .parse()
-        .map_err(|e| ApiError::parameter("min_position", e))?;
-    let started = Instant::now();
-    loop {
-        let cursor = state.processors.cursor(READ_MODEL).await?;
-        if cursor >= wanted {
-            return Ok(());
-        }
-        if started.elapsed() >= MIN_POSITION_WAIT {
-            return Err(ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "projection_lagging",
-                format!(
-                    "the read model has processed up to {cursor}, not yet {wanted}; retry later"
-                ),
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+) -> Result<&'s ReadModel, ApiError> {
+    let wanted = min_position
+        .as_deref()
+        .map(|raw| {
+            raw.parse::<LogPosition>()
+                .map_err(|e| invalid_position("min_position", e))
+        })
+        .transpose()?;
+    Ok(state.queries.at(wanted).await?)
 }
 
-pub(super) fn page_request(p: &ListParams, list: List) -> Result<PageRequest, ApiError> {
+pub(crate) fn page_request(p: &ListParams, list: List) -> Result<PageRequest, ApiError> {
     let limit = p.limit.unwrap_or(50);
     if !(1..=500).contains(&limit) {
         return Err(ApiError::parameter("limit", "must be between 1 and 500"));
@@ -199,9 +168,9 @@ pub(super) fn page_request(p: &ListParams, list: List) -> Result<PageRequest, Ap
     Ok(PageRequest { limit, cursor })
 }
 
-pub(super) async fn require_conversation(state: &AppState, id: Uuid) -> Result<(), ApiError> {
+pub(super) async fn require_conversation(read: &ReadModel, id: Uuid) -> Result<(), ApiError> {
     found(
-        state.read_model.conversation(id).await?,
+        read.conversation(id).await?,
         "conversation_not_found",
         "conversation",
         id,

@@ -1,115 +1,168 @@
-//! Reading columns the same way from PostgreSQL and SQLite rows.
+//! The columns each entity is selected with, and how a row becomes its typed view.
 
-use chrono::{DateTime, Utc};
-use pm_domain::time;
-use serde_json::{json, Value};
-use sqlx::{ColumnIndex, Decode, Row, Type};
+use pm_application::views::{
+    ConversationView, LatestCheckpoint, TaskCheckpointView, TaskCounts, TaskView,
+};
+use pm_domain::actor::ActorRegistered;
+use pm_domain::checkpoint::ConversationCheckpointCreated;
+use pm_domain::conversation::ConversationStarted;
+use pm_domain::message::MessageAdded;
+use pm_domain::task::{TaskCheckpointCreated, TaskCreated};
+use pm_domain::types::{ActorKind, CheckpointType, TaskCheckpointType, TaskStatus};
+use pm_domain::{Label, NonEmptyText};
 
-/// Typed column access for rows of either database. Ids are selected as text
-/// (`id::text`), times as timestamps.
-pub(crate) trait RowExt {
-    /// A text column (null → `Value::Null`).
-    fn text(&self, col: &str) -> Result<Value, sqlx::Error>;
-    /// A text column as a plain string (empty when null).
-    fn string(&self, col: &str) -> Result<String, sqlx::Error>;
-    /// A nullable text column.
-    fn opt_string(&self, col: &str) -> Result<Option<String>, sqlx::Error>;
-    /// A time column as RFC 3339 (null → `Value::Null`).
-    fn time(&self, col: &str) -> Result<Value, sqlx::Error>;
-    /// A time column as a value.
-    fn datetime(&self, col: &str) -> Result<Option<DateTime<Utc>>, sqlx::Error>;
-    /// An integer column.
-    fn int(&self, col: &str) -> Result<i64, sqlx::Error>;
+use crate::db::DbRow;
+use crate::read_model::schema::status_column;
+
+fn text(r: &DbRow, col: &str) -> Result<NonEmptyText, sqlx::Error> {
+    r.parsed(col, |s| NonEmptyText::parse(s))
 }
 
-impl<R> RowExt for R
-where
-    R: Row,
-    for<'a> &'a str: ColumnIndex<R>,
-    for<'r> Option<String>: Decode<'r, R::Database> + Type<R::Database>,
-    for<'r> Option<DateTime<Utc>>: Decode<'r, R::Database> + Type<R::Database>,
-    for<'r> i64: Decode<'r, R::Database> + Type<R::Database>,
-{
-    fn text(&self, col: &str) -> Result<Value, sqlx::Error> {
-        Ok(self
-            .try_get::<Option<String>, _>(col)?
-            .map_or(Value::Null, Value::String))
-    }
-
-    fn string(&self, col: &str) -> Result<String, sqlx::Error> {
-        Ok(self.try_get::<Option<String>, _>(col)?.unwrap_or_default())
-    }
-
-    fn opt_string(&self, col: &str) -> Result<Option<String>, sqlx::Error> {
-        self.try_get::<Option<String>, _>(col)
-    }
-
-    fn time(&self, col: &str) -> Result<Value, sqlx::Error> {
-        Ok(self
-            .try_get::<Option<DateTime<Utc>>, _>(col)?
-            .map_or(Value::Null, |t| Value::String(time::format(&t))))
-    }
-
-    fn datetime(&self, col: &str) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
-        self.try_get::<Option<DateTime<Utc>>, _>(col)
-    }
-
-    fn int(&self, col: &str) -> Result<i64, sqlx::Error> {
-        self.try_get::<i64, _>(col)
+fn opt_label(r: &DbRow, col: &str) -> Result<Option<Label>, sqlx::Error> {
+    match r.opt_string(col)? {
+        None => Ok(None),
+        Some(_) => r.parsed(col, |s| Label::parse(s)).map(Some),
     }
 }
 
-/// Removes the `null` members of an object (optional fields are omitted, as in facts).
-pub(crate) fn compact(mut v: Value) -> Value {
-    if let Some(obj) = v.as_object_mut() {
-        obj.retain(|_, value| !value.is_null());
+/// The columns of an actor row.
+pub(super) const ACTOR_COLUMNS: &str =
+    "id::text AS id, kind, display_name, external_identity, created_at";
+
+/// An actor row.
+pub(super) fn actor(r: &DbRow) -> Result<ActorRegistered, sqlx::Error> {
+    Ok(ActorRegistered {
+        id: r.uuid("id")?,
+        kind: r.parsed("kind", |k| ActorKind::parse(k).ok_or("unknown actor kind"))?,
+        display_name: text(r, "display_name")?,
+        external_identity: opt_label(r, "external_identity")?,
+        created_at: r.time("created_at")?,
+    })
+}
+
+/// The columns of a conversation row.
+pub(super) fn conversation_columns() -> String {
+    let counts: Vec<String> = TaskStatus::all().map(status_column).collect();
+    format!(
+        "id::text AS id, title, actor_ids, external_id, external_source, status, organization, \
+         created_at, updated_at, latest_checkpoint_id::text AS latest_checkpoint_id, latest_checkpoint_type, \
+         latest_checkpoint_summary, latest_checkpoint_at, checkpoint_count, message_count, task_count, {}",
+        counts.join(", ")
+    )
+}
+
+/// A conversation row.
+pub(super) fn conversation(r: &DbRow) -> Result<ConversationView, sqlx::Error> {
+    let latest = match r.opt_uuid("latest_checkpoint_id")? {
+        None => None,
+        Some(id) => Some(LatestCheckpoint {
+            id,
+            checkpoint_type: r.parsed("latest_checkpoint_type", |t| {
+                CheckpointType::parse(t).ok_or("unknown checkpoint type")
+            })?,
+            summary: text(r, "latest_checkpoint_summary")?,
+            created_at: r.time("latest_checkpoint_at")?,
+        }),
+    };
+    let mut task_counts = TaskCounts::default();
+    for status in TaskStatus::all() {
+        task_counts.add(status, r.int(&status_column(status))?);
     }
-    v
+    Ok(ConversationView {
+        conversation: ConversationStarted {
+            id: r.uuid("id")?,
+            actor_ids: r.parsed("actor_ids", |s| serde_json::from_str(s))?,
+            title: text(r, "title")?,
+            external_id: opt_label(r, "external_id")?,
+            external_source: opt_label(r, "external_source")?,
+            status: opt_label(r, "status")?,
+            organization: opt_label(r, "organization")?,
+            created_at: r.time("created_at")?,
+            updated_at: r.time("updated_at")?,
+        },
+        latest_checkpoint: latest,
+        checkpoint_count: r.int("checkpoint_count")?,
+        message_count: r.int("message_count")?,
+        task_count: r.int("task_count")?,
+        task_counts,
+    })
 }
 
-/// A conversation checkpoint row (`id`, `conversation_id`, `checkpoint_type`, `summary`,
-/// `created_at`) as the API shows it.
-pub(crate) fn checkpoint_json<R: RowExt>(r: &R) -> Result<Value, sqlx::Error> {
-    Ok(json!({
-        "id": r.text("id")?,
-        "conversation_id": r.text("conversation_id")?,
-        "checkpoint_type": r.text("checkpoint_type")?,
-        "summary": r.text("summary")?,
-        "created_at": r.time("created_at")?,
-    }))
-}
+/// The columns of a conversation checkpoint row.
+pub(super) const CHECKPOINT_COLUMNS: &str =
+    "id::text AS id, conversation_id::text AS conversation_id, checkpoint_type, summary, created_at";
 
-/// A message row as the API shows it (optional fields omitted when absent).
-pub(crate) fn message_json<R: RowExt>(r: &R) -> Result<Value, sqlx::Error> {
-    Ok(compact(json!({
-        "id": r.text("id")?,
-        "time": r.time("time")?,
-        "actor_id": r.text("actor_id")?,
-        "conversation_id": r.text("conversation_id")?,
-        "task_id": r.text("task_id")?,
-        "content": r.text("content")?,
-        "external_identity": r.text("external_identity")?,
-    })))
-}
-
-/// A task checkpoint row as the API shows it, with its stream `sequence`.
-pub(crate) fn task_checkpoint_json<R: RowExt>(r: &R) -> Result<Value, sqlx::Error> {
-    Ok(json!({
-        "id": r.text("id")?,
-        "task_id": r.text("task_id")?,
-        "type": r.text("type")?,
-        "created_at": r.time("created_at")?,
-        "sequence": r.int("sequence")?,
-    }))
+/// A conversation checkpoint row.
+pub(super) fn checkpoint(r: &DbRow) -> Result<ConversationCheckpointCreated, sqlx::Error> {
+    Ok(ConversationCheckpointCreated {
+        id: r.uuid("id")?,
+        conversation_id: r.uuid("conversation_id")?,
+        checkpoint_type: r.parsed("checkpoint_type", |t| {
+            CheckpointType::parse(t).ok_or("unknown checkpoint type")
+        })?,
+        summary: text(r, "summary")?,
+        created_at: r.time("created_at")?,
+    })
 }
 
 /// The columns of a message row.
-pub(crate) const MESSAGE_COLUMNS: &str =
+pub(super) const MESSAGE_COLUMNS: &str =
     "id::text AS id, conversation_id::text AS conversation_id, \
     actor_id::text AS actor_id, task_id::text AS task_id, content, external_identity, time";
-/// The columns of a conversation checkpoint row.
-pub(crate) const CHECKPOINT_COLUMNS: &str =
-    "id::text AS id, conversation_id::text AS conversation_id, checkpoint_type, summary, created_at";
+
+/// A message row.
+pub(super) fn message(r: &DbRow) -> Result<MessageAdded, sqlx::Error> {
+    Ok(MessageAdded {
+        id: r.uuid("id")?,
+        time: r.time("time")?,
+        actor_id: r.uuid("actor_id")?,
+        conversation_id: r.uuid("conversation_id")?,
+        task_id: r.opt_uuid("task_id")?,
+        content: text(r, "content")?,
+        external_identity: opt_label(r, "external_identity")?,
+    })
+}
+
+/// The columns of a task row.
+pub(super) const TASK_COLUMNS: &str = "id::text AS id, conversation_id::text AS conversation_id, \
+    checkpoint_id::text AS checkpoint_id, instructions, assigned_to::text AS assigned_to, organization, \
+    created_at, status, status_changed_at, checkpoint_count";
+
+/// A task row.
+pub(super) fn task(r: &DbRow) -> Result<TaskView, sqlx::Error> {
+    Ok(TaskView {
+        task: TaskCreated {
+            id: r.uuid("id")?,
+            conversation_id: r.uuid("conversation_id")?,
+            checkpoint_id: r.uuid("checkpoint_id")?,
+            instructions: text(r, "instructions")?,
+            assigned_to: r.opt_uuid("assigned_to")?,
+            created_at: r.time("created_at")?,
+        },
+        organization: r.opt_string("organization")?,
+        status: r.parsed("status", |s| {
+            TaskStatus::parse(s).ok_or("unknown task status")
+        })?,
+        status_changed_at: r.opt_time("status_changed_at")?,
+        checkpoint_count: r.int("checkpoint_count")?,
+    })
+}
+
 /// The columns of a task checkpoint row.
-pub(crate) const TASK_CHECKPOINT_COLUMNS: &str =
+pub(super) const TASK_CHECKPOINT_COLUMNS: &str =
     "id::text AS id, task_id::text AS task_id, type, created_at, sequence";
+
+/// A task checkpoint row.
+pub(super) fn task_checkpoint(r: &DbRow) -> Result<TaskCheckpointView, sqlx::Error> {
+    Ok(TaskCheckpointView {
+        checkpoint: TaskCheckpointCreated {
+            id: r.uuid("id")?,
+            task_id: r.uuid("task_id")?,
+            checkpoint_type: r.parsed("type", |t| {
+                TaskCheckpointType::parse(t).ok_or("unknown task checkpoint type")
+            })?,
+            created_at: r.time("created_at")?,
+        },
+        sequence: r.int("sequence")?,
+    })
+}

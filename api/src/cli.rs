@@ -1,0 +1,100 @@
+//! The command line of the `project-manager` binary: parse the configuration, then serve
+//! until SIGTERM or SIGINT, migrate, or rebuild a projection. Kept in the library so that
+//! test harnesses can build the very same binary (`pm-tests`' `pm-test-server`).
+
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+use crate::config::Command;
+use crate::{Application, Config};
+
+/// Runs the binary: logs to stderr (`RUST_LOG`), parses flags and environment, and runs
+/// the chosen subcommand. The exit code says whether it succeeded.
+pub async fn run() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| EnvFilter::new("info,sqlx::postgres::notice=warn")),
+        )
+        .init();
+    let config = Config::parse();
+    let result = match config.command {
+        Some(Command::Migrate) => migrate(&config).await,
+        Some(Command::Rebuild { ref name }) => rebuild(&config, name).await,
+        Some(Command::Serve) | None => serve(&config).await,
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("project-manager: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve(config: &Config) -> Result<(), Box<dyn std::error::Error>> {
+    // Thousands of clients need thousands of descriptors: lift the soft limit to the
+    // hard one (the default soft limit of 1024 runs out at about a thousand connections).
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) => tracing::info!(open_files = limit, "file descriptor limit"),
+        Err(e) => tracing::warn!(error = %e, "cannot raise the file descriptor limit"),
+    }
+    let app = Application::build(config).await?;
+    app.run_until(shutdown_signal()).await?;
+    Ok(())
+}
+
+async fn migrate(config: &Config) -> Result<(), Box<dyn std::error::Error>> {
+    config.validate()?;
+    let db =
+        pm_infrastructure::Database::connect(config.database_url(), 2, config.db_acquire_timeout())
+            .await?;
+    db.migrate().await?;
+    tracing::info!(store = db.kind(), "schema is up to date");
+    Ok(())
+}
+
+async fn rebuild(config: &Config, name: &str) -> Result<(), Box<dyn std::error::Error>> {
+    config.validate()?;
+    let db =
+        pm_infrastructure::Database::connect(config.database_url(), 4, config.db_acquire_timeout())
+            .await?;
+    db.migrate().await?;
+    pm_infrastructure::read_model::rebuild::ensure_schema(&db).await?;
+    let (_doorbell, rx) = tokio::sync::watch::channel(0);
+    let log = pm_infrastructure::log::DbLogReader::new(db.clone(), rx);
+    let report = pm_infrastructure::read_model::rebuild::rebuild(&db, &log, name).await?;
+    println!(
+        "rebuilt {name}: generation {} from {} events ({} skipped), continuing after position {}",
+        report.generation, report.events, report.skipped, report.cursor
+    );
+    db.close().await;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::error!(error = %e, "cannot listen for SIGINT");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
+}

@@ -1,0 +1,229 @@
+//! The query side: the read model's port ([`ReadModelStore`]) and the sagas'
+//! ([`SagaReadStore`]), their filters, and [`Queries`], which makes a read wait until the
+//! processor behind it has processed a given log position (`?min_position=`,
+//! read-your-writes).
+
+mod sagas;
+
+pub use sagas::{AgentFilter, AnomalyFilter, SagaReadStore, TurnFilter};
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use pm_domain::actor::ActorRegistered;
+use pm_domain::checkpoint::ConversationCheckpointCreated;
+use pm_domain::message::MessageAdded;
+use pm_domain::types::{CheckpointType, TaskStatus};
+use uuid::Uuid;
+
+use crate::log::{LogPosition, LogReader};
+use crate::processor::ProcessorStore;
+use crate::read_model::READ_MODEL;
+use crate::sagas::SAGAS;
+use crate::views::{
+    ConversationView, Page, PageRequest, StatsGroup, TaskCheckpointView, TaskDetail, TaskStatsView,
+    TaskView,
+};
+use crate::AppError;
+
+/// Filters of `GET /v1/conversations`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConversationFilter {
+    /// Exact organization.
+    pub organization: Option<String>,
+    /// Exact status.
+    pub status: Option<String>,
+    /// Exact external source.
+    pub external_source: Option<String>,
+    /// Conversations this actor takes part in.
+    pub actor_id: Option<Uuid>,
+    /// Created at or after.
+    pub created_after: Option<DateTime<Utc>>,
+    /// Created before.
+    pub created_before: Option<DateTime<Utc>>,
+    /// Type of the latest checkpoint.
+    pub latest_checkpoint_type: Option<CheckpointType>,
+}
+
+/// Filters of `GET /v1/tasks` (and `GET /v1/conversations/{id}/tasks`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TaskFilter {
+    /// Derived status.
+    pub status: Option<TaskStatus>,
+    /// Assignee.
+    pub assigned_to: Option<Uuid>,
+    /// Conversation.
+    pub conversation_id: Option<Uuid>,
+    /// The `BEGIN_WORK` checkpoint.
+    pub checkpoint_id: Option<Uuid>,
+    /// The conversation's organization.
+    pub organization: Option<String>,
+}
+
+/// Filters of `GET /v1/conversations/{id}/messages`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MessageFilter {
+    /// Only messages about this task.
+    pub task_id: Option<Uuid>,
+    /// Only messages by this actor.
+    pub actor_id: Option<Uuid>,
+}
+
+/// Read access to the read model.
+///
+/// # Errors
+/// Every method fails with [`AppError::Unavailable`] when the store cannot be read.
+pub trait ReadModelStore: Send + Sync + 'static {
+    /// The actor, if registered (and projected).
+    fn actor(
+        &self,
+        id: Uuid,
+    ) -> impl Future<Output = Result<Option<ActorRegistered>, AppError>> + Send;
+    /// The conversation with its latest checkpoint and counts.
+    fn conversation(
+        &self,
+        id: Uuid,
+    ) -> impl Future<Output = Result<Option<ConversationView>, AppError>> + Send;
+    /// Conversations matching `filter`, oldest first.
+    fn conversations(
+        &self,
+        filter: &ConversationFilter,
+        page: &PageRequest,
+    ) -> impl Future<Output = Result<Page<ConversationView>, AppError>> + Send;
+    /// A conversation's checkpoints in log order.
+    fn checkpoints(
+        &self,
+        conversation_id: Uuid,
+        page: &PageRequest,
+    ) -> impl Future<Output = Result<Page<ConversationCheckpointCreated>, AppError>> + Send;
+    /// One checkpoint of a conversation.
+    fn checkpoint(
+        &self,
+        conversation_id: Uuid,
+        id: Uuid,
+    ) -> impl Future<Output = Result<Option<ConversationCheckpointCreated>, AppError>> + Send;
+    /// A conversation's messages in `time` order.
+    fn messages(
+        &self,
+        conversation_id: Uuid,
+        filter: &MessageFilter,
+        page: &PageRequest,
+    ) -> impl Future<Output = Result<Page<MessageAdded>, AppError>> + Send;
+    /// One message of a conversation.
+    fn message(
+        &self,
+        conversation_id: Uuid,
+        id: Uuid,
+    ) -> impl Future<Output = Result<Option<MessageAdded>, AppError>> + Send;
+    /// Tasks matching `filter`, oldest first.
+    fn tasks(
+        &self,
+        filter: &TaskFilter,
+        page: &PageRequest,
+    ) -> impl Future<Output = Result<Page<TaskView>, AppError>> + Send;
+    /// The task with its status and checkpoint history.
+    fn task(&self, id: Uuid) -> impl Future<Output = Result<Option<TaskDetail>, AppError>> + Send;
+    /// One checkpoint of a task.
+    fn task_checkpoint(
+        &self,
+        task_id: Uuid,
+        id: Uuid,
+    ) -> impl Future<Output = Result<Option<TaskCheckpointView>, AppError>> + Send;
+    /// Counts by status and cycle times, overall or per group.
+    fn task_stats(
+        &self,
+        group: StatsGroup,
+    ) -> impl Future<Output = Result<TaskStatsView, AppError>> + Send;
+}
+
+/// How long a read waits for `min_position` before answering that the projection lags.
+pub const MIN_POSITION_WAIT: Duration = Duration::from_secs(5);
+
+/// The query use cases: the read model and the saga rows, behind read-your-writes.
+pub struct Queries<R, G, P, L> {
+    read: R,
+    sagas: G,
+    processors: P,
+    log: L,
+}
+
+impl<R: ReadModelStore, G: SagaReadStore, P: ProcessorStore, L: LogReader> Queries<R, G, P, L> {
+    /// Queries over `read` (kept by the `read_model` processor) and `sagas` (kept by the
+    /// `sagas` processor), whose cursors are in `processors`, of the log `log`.
+    pub fn new(read: R, sagas: G, processors: P, log: L) -> Self {
+        Self {
+            read,
+            sagas,
+            processors,
+            log,
+        }
+    }
+
+    /// The read model, once it has processed `min_position` (immediately without one).
+    ///
+    /// # Errors
+    /// [`AppError::InvalidPosition`] at once for a position beyond the log's end;
+    /// [`AppError::ProjectionLagging`] when it has not been processed within
+    /// [`MIN_POSITION_WAIT`]; [`AppError::Unavailable`] when the store cannot be read.
+    pub async fn at(&self, min_position: Option<LogPosition>) -> Result<&R, AppError> {
+        self.wait(READ_MODEL, min_position).await?;
+        Ok(&self.read)
+    }
+
+    /// The saga rows, once the saga processor has processed `min_position`.
+    ///
+    /// # Errors
+    /// As [`Queries::at`].
+    pub async fn sagas_at(&self, min_position: Option<LogPosition>) -> Result<&G, AppError> {
+        self.wait(SAGAS, min_position).await?;
+        Ok(&self.sagas)
+    }
+
+    /// The saga rows as they are (for the answer of a control, which wrote them).
+    pub fn sagas_unchecked(&self) -> &G {
+        &self.sagas
+    }
+
+    #[tracing::instrument(name = "read_your_writes", skip(self), fields(min_position = ?min_position.map(|p| p.to_string())))]
+    async fn wait(
+        &self,
+        processor: &str,
+        min_position: Option<LogPosition>,
+    ) -> Result<(), AppError> {
+        let Some(wanted) = min_position else {
+            return Ok(());
+        };
+        let started = Instant::now();
+        let mut checked_head = false;
+        loop {
+            let processed = self.processors.cursor(processor).await?;
+            if processed >= wanted {
+                return Ok(());
+            }
+            if !checked_head {
+                check_in_log(&self.log, wanted).await?;
+                checked_head = true;
+            }
+            if started.elapsed() >= MIN_POSITION_WAIT {
+                return Err(AppError::ProjectionLagging { processed, wanted });
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// Fails with [`AppError::InvalidPosition`] unless `position` is in the log (at or before
+/// its committed end).
+///
+/// # Errors
+/// [`AppError::InvalidPosition`], or the log's own error.
+pub async fn check_in_log(log: &impl LogReader, position: LogPosition) -> Result<(), AppError> {
+    let head = log.head().await?;
+    if position > head {
+        return Err(AppError::InvalidPosition(format!(
+            "position {position} is beyond the end of the log ({head})"
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,74 @@
+//! The saga read side's port ([`SagaReadStore`]) and its filters.
+
+use std::future::Future;
+
+use pm_domain::saga::{AgentState, TurnState};
+use uuid::Uuid;
+
+use crate::views::{AgentView, AnomalyView, Page, PageRequest, SessionView, TurnView};
+use crate::AppError;
+
+/// Filters of `GET /v1/agents`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AgentFilter {
+    /// Agents of this conversation.
+    pub conversation_id: Option<Uuid>,
+    /// Agents acting for this actor.
+    pub actor_id: Option<Uuid>,
+    /// Agents in this state.
+    pub state: Option<AgentState>,
+}
+
+/// Filters of `GET /v1/turns`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TurnFilter {
+    /// Turns of this conversation.
+    pub conversation_id: Option<Uuid>,
+    /// Turns of this agent.
+    pub agent_id: Option<Uuid>,
+    /// Turns working this task.
+    pub task_id: Option<Uuid>,
+    /// Turns in this state.
+    pub state: Option<TurnState>,
+}
+
+/// Filters of `GET /v1/anomalies`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AnomalyFilter {
+    /// Anomalies of this conversation.
+    pub conversation_id: Option<Uuid>,
+}
+
+/// Read access to the saga rows.
+///
+/// # Errors
+/// Every method fails with [`AppError::Unavailable`] when the store cannot be read.
+pub trait SagaReadStore: Send + Sync + 'static {
+    /// A conversation's session.
+    fn session(
+        &self,
+        conversation_id: Uuid,
+    ) -> impl Future<Output = Result<Option<SessionView>, AppError>> + Send;
+    /// Agents matching `filter`, oldest first.
+    fn agents(
+        &self,
+        filter: &AgentFilter,
+        page: &PageRequest,
+    ) -> impl Future<Output = Result<Page<AgentView>, AppError>> + Send;
+    /// One agent.
+    fn agent(&self, id: Uuid) -> impl Future<Output = Result<Option<AgentView>, AppError>> + Send;
+    /// Turns matching `filter`, oldest first.
+    fn turns(
+        &self,
+        filter: &TurnFilter,
+        page: &PageRequest,
+    ) -> impl Future<Output = Result<Page<TurnView>, AppError>> + Send;
+    /// One turn.
+    fn turn(&self, id: Uuid) -> impl Future<Output = Result<Option<TurnView>, AppError>> + Send;
+    /// Anomalies matching `filter`, oldest first.
+    fn anomalies(
+        &self,
+        filter: &AnomalyFilter,
+        page: &PageRequest,
+    ) -> impl Future<Output = Result<Page<AnomalyView>, AppError>> + Send;
+}

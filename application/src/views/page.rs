@@ -1,0 +1,131 @@
+//! Keyset pagination: a page of items and the opaque cursor of the next one.
+
+use serde::{Deserialize, Serialize};
+
+/// The paginated lists; a cursor is valid only for the list that issued it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum List {
+    /// Conversations, by `created_at`.
+    Conversations,
+    /// Tasks, by `created_at`.
+    Tasks,
+    /// Messages, by `time`.
+    Messages,
+    /// Conversation checkpoints, by log position.
+    Checkpoints,
+    /// Agents, by `created_at`.
+    Agents,
+    /// Turns, by `created_at`.
+    Turns,
+    /// Anomalies, by `created_at`.
+    Anomalies,
+}
+
+/// The position after the last item of a page: its list, sort key and id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PageCursor {
+    /// The list that issued it.
+    pub l: List,
+    /// The sort key (a time, or a log position).
+    pub k: String,
+    /// The id (tie-breaker).
+    pub id: String,
+}
+
+impl PageCursor {
+    /// Decodes a token issued by `list`; `None` for anything else (a tampered token, one
+    /// of another list, a malformed key).
+    pub fn decode_for(token: &str, list: List) -> Option<Self> {
+        let c = Self::decode(token)?;
+        let key_ok = match list {
+            List::Checkpoints => c.k.parse::<crate::log::LogPosition>().is_ok(),
+            _ => chrono::DateTime::parse_from_rfc3339(&c.k).is_ok(),
+        };
+        (c.l == list && key_ok && c.id.parse::<uuid::Uuid>().is_ok()).then_some(c)
+    }
+
+    /// The opaque token (hex of the JSON).
+    pub fn encode(&self) -> String {
+        let json = serde_json::to_string(self).unwrap_or_default();
+        json.bytes().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// Parses a token; `None` when it is not one of ours.
+    pub fn decode(token: &str) -> Option<Self> {
+        if !token.len().is_multiple_of(2) || token.len() > 1024 {
+            return None;
+        }
+        let bytes = (0..token.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(token.get(i..i + 2)?, 16).ok())
+            .collect::<Option<Vec<u8>>>()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+}
+
+/// A page request: at most `limit` items after `cursor`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageRequest {
+    /// 1..=500.
+    pub limit: u32,
+    /// The previous page's `next_cursor`, decoded.
+    pub cursor: Option<PageCursor>,
+}
+
+/// A page of items.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Page<T> {
+    /// The items.
+    pub items: Vec<T>,
+    /// The cursor of the next page, or null on the last one.
+    pub next_cursor: Option<String>,
+}
+
+impl<T> Page<T> {
+    /// Splits `limit + 1` fetched items, each with its cursor, into a page.
+    pub fn from_fetched(mut items: Vec<(T, PageCursor)>, limit: u32) -> Self {
+        let more = items.len() > limit as usize;
+        items.truncate(limit as usize);
+        let next_cursor = if more {
+            items.last().map(|(_, c)| c.encode())
+        } else {
+            None
+        };
+        Self {
+            items: items.into_iter().map(|(v, _)| v).collect(),
+            next_cursor,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip_and_reject_garbage() {
+        let c = PageCursor {
+            l: List::Tasks,
+            k: "2026-11-22T05:35:27.000000Z".into(),
+            id: uuid::Uuid::nil().to_string(),
+        };
+        assert_eq!(
+            PageCursor::decode_for(&c.encode(), List::Tasks),
+            Some(c.clone())
+        );
+        assert_eq!(
+            PageCursor::decode_for(&c.encode(), List::Conversations),
+            None
+        );
+        assert_eq!(PageCursor::decode_for(&c.encode(), List::Checkpoints), None);
+        let bad_key = PageCursor {
+            k: "garbage".into(),
+            ..c
+        };
+        assert_eq!(PageCursor::decode_for(&bad_key.encode(), List::Tasks), None);
+        assert_eq!(PageCursor::decode("zz"), None);
+        assert_eq!(PageCursor::decode("abc"), None);
+    }
+}

@@ -1,0 +1,163 @@
+//! The sagas as the query side shows them (`/v1/sessions`, `/v1/agents`, `/v1/turns`,
+//! `/v1/anomalies`): the machines' rows (`pm_domain::saga` views) with the log times of
+//! the runes that created and last changed them.
+
+use chrono::{DateTime, Utc};
+use pm_domain::saga::{
+    AgentRole, AgentState, ConversationState, SessionState, TurnInput, TurnKind, TurnState,
+};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::task::opt_time;
+
+/// `GET /v1/sessions/{conversation_id}`: a conversation's session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SessionView {
+    /// The conversation (the session's id).
+    pub conversation_id: Uuid,
+    /// The session lifecycle state.
+    pub state: SessionState,
+    /// The FCMP conversation state; null before the first human message or decision.
+    pub conversation_state: Option<ConversationState>,
+    /// The root agent.
+    pub root_agent_id: Option<Uuid>,
+    /// Every agent of the session, by id.
+    pub agent_ids: Vec<Uuid>,
+    /// The `NEED_INFORMATION` checkpoint the session waits on (while `waiting_user`).
+    pub waiting_checkpoint_id: Option<Uuid>,
+    /// Since when it waits for the user; null when it does not.
+    #[serde(with = "opt_time")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<DateTime<Utc>>))]
+    pub waiting_since: Option<DateTime<Utc>>,
+    /// Consecutive turn errors (the session suspends at `PM_SESSION_ERROR_THRESHOLD`).
+    pub consecutive_errors: u32,
+    /// When the session was created (log time of `session.created`).
+    #[serde(with = "pm_domain::time")]
+    pub created_at: DateTime<Utc>,
+    /// When it last changed.
+    #[serde(with = "pm_domain::time")]
+    pub updated_at: DateTime<Utc>,
+}
+
+/// An agent (`GET /v1/agents`, `GET /v1/agents/{id}`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AgentView {
+    /// The agent.
+    pub id: Uuid,
+    /// Its conversation.
+    pub conversation_id: Uuid,
+    /// The actor it acts for (null for a root agent without an `ai` actor).
+    pub actor_id: Option<Uuid>,
+    /// `root` or `worker`.
+    pub role: AgentRole,
+    /// Its state.
+    pub state: AgentState,
+    /// The epoch of its last turn lease.
+    pub turn_epoch: i64,
+    /// The turn it runs; null when idle.
+    pub active_turn_id: Option<Uuid>,
+    /// Its inbox, oldest first.
+    pub queued_turn_ids: Vec<Uuid>,
+    /// When it was spawned.
+    #[serde(with = "pm_domain::time")]
+    pub created_at: DateTime<Utc>,
+    /// When it last changed.
+    #[serde(with = "pm_domain::time")]
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A turn (`GET /v1/turns`, `GET /v1/turns/{id}`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TurnView {
+    /// The turn.
+    pub id: Uuid,
+    /// Its agent.
+    pub agent_id: Uuid,
+    /// Its conversation.
+    pub conversation_id: Uuid,
+    /// `conversation` or `task`.
+    pub kind: TurnKind,
+    /// The task of a task turn.
+    pub task_id: Option<Uuid>,
+    /// What it was enqueued to do: `{kind: message, message_id}` (answer a human
+    /// message), `{kind: auto_decide, checkpoint_id}` (decide without the user's reply),
+    /// `{kind: task, task_id}`, `{kind: task_retry | task_resume, task_id,
+    /// task_checkpoint_id}`.
+    pub input: TurnInput,
+    /// Its state.
+    pub state: TurnState,
+    /// The epoch of its lease; null while queued.
+    pub turn_epoch: Option<i64>,
+    /// The name of its terminal rune (`turn.completed`, `turn.interrupted`, `turn.error`).
+    pub terminal_rune: Option<String>,
+    /// The last message the turn produced (L0 delivery contract); null with a reason.
+    pub deliverable: Option<Uuid>,
+    /// Why the deliverable is what it is (`no_message`, `watchdog`, `steer`, …).
+    pub deliverable_reason: Option<String>,
+    /// When it was queued.
+    #[serde(with = "pm_domain::time")]
+    pub created_at: DateTime<Utc>,
+    /// When it last changed.
+    #[serde(with = "pm_domain::time")]
+    pub updated_at: DateTime<Utc>,
+}
+
+/// The saga instance an anomaly was recorded on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AnomalyInstance {
+    /// `session`, `agent`, `turn` or `plan`.
+    pub aggregate_type: String,
+    /// The instance's id.
+    pub id: Uuid,
+}
+
+/// An input a saga had no edge for (`GET /v1/anomalies`): recorded as a `saga.anomaly`
+/// rune and not applied.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AnomalyView {
+    /// The anomaly (derived from its rune's stream and sequence).
+    pub id: Uuid,
+    /// Its conversation.
+    pub conversation_id: Uuid,
+    /// The instance the input targeted.
+    pub instance: AnomalyInstance,
+    /// The rune's sequence in that instance's stream.
+    pub sequence: i64,
+    /// The instance's state when the input came (`none` before it existed).
+    pub state: String,
+    /// The input: a fact's type, a control or a deadline.
+    pub fact: String,
+    /// Why there is no edge.
+    pub reason: String,
+    /// What caused it: the fact's log position, or the control's or deadline's id.
+    pub causation_id: Option<String>,
+    /// When it was recorded (log time).
+    #[serde(with = "pm_domain::time")]
+    pub created_at: DateTime<Utc>,
+}
+
+/// The first event (`event: snapshot`) of an SSE stream filtered by `conversation_id`:
+/// the session's current state, agents and turns (FCMP snapshot).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SessionSnapshot {
+    /// The conversation.
+    pub conversation_id: Uuid,
+    /// Where the stream continues: the events after this position follow.
+    pub cursor: String,
+    /// The saga processor's position when the snapshot was read: it reflects every
+    /// event up to here.
+    pub position: String,
+    /// The session; null before the conversation has one.
+    pub session: Option<SessionView>,
+    /// Its agents, oldest first.
+    pub agents: Vec<AgentView>,
+    /// Its turns, oldest first.
+    pub turns: Vec<TurnView>,
+}

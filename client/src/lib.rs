@@ -1,0 +1,203 @@
+//! # pm-client — the Rust client of project-manager
+//!
+//! One [`Client`] (cheap to clone) per service and token gives:
+//!
+//! - **Commands** — the six of the API, taking the service's own request bodies
+//!   ([`RegisterActorInput`], …) and answering a [`Written`] domain fact with its log
+//!   [`Position`]. Every call carries an `Idempotency-Key` (generated, or yours via
+//!   [`CommandRequest::idempotency_key`]), the same on every retry, so a command runs at
+//!   most once. Failures are retried with backoff and jitter only when that is safe and
+//!   useful (`502`/`503`/`504`, connection failures, timeouts; honouring `Retry-After`),
+//!   never on a `4xx` ([`RetryPolicy`]).
+//! - **Reads** — every query of the API, typed ([`Reader`]), with filters, pages and
+//!   [`Reader::walk`] over all pages; read-your-writes with [`Client::after`] /
+//!   [`Client::at`].
+//! - **The log** — JSON pages ([`Client::events`]) and a follower over Server-Sent
+//!   Events ([`Client::follow`]) that resumes with `Last-Event-ID` after a dropped
+//!   connection, never yielding an event twice or skipping one. Events are typed
+//!   ([`LogEvent`], [`EventContent`]).
+//! - **Ids offline** — [`ids`]: the UUIDv5 derivations of external identities.
+//! - **Errors** — one [`Error`]; the service's refusals carry its stable
+//!   [`code`](Error::code) ([`codes`]).
+//!
+//! Configure with [`Client::builder`], or [`Client::from_env`] (`PM_URL`, `PM_TOKEN`).
+//! The programs in `client/examples/` (`ingress`, `llm_service`, `analyst`) are complete
+//! versions of the three sketches below.
+//!
+//! ## An ingress service (role `ingress`)
+//!
+//! Registers people, starts conversations and posts their messages. Deliveries are
+//! retried upstream, so everything is keyed by external identities: a redelivery lands on
+//! the same ids and writes nothing new.
+//!
+//! ```no_run
+//! use pm_client::{label, text, ActorKind, AddMessageInput, Client, RegisterActorInput, StartConversationInput};
+//!
+//! # async fn run() -> Result<(), pm_client::Error> {
+//! let client = Client::from_env()?;
+//! let alice = client
+//!     .register_actor(RegisterActorInput {
+//!         kind: ActorKind::Human,
+//!         display_name: text("Alice")?,
+//!         external_identity: Some(label("github:alice")?),
+//!     })
+//!     .await?;
+//! let conversation = client
+//!     .start_conversation(StartConversationInput {
+//!         actor_ids: vec![alice.entity.id],
+//!         title: text("Fix the login bug")?,
+//!         external_id: Some(label("org/repo#42")?),
+//!         external_source: Some(label("github")?),
+//!         status: None,
+//!         organization: Some(label("acme")?),
+//!     })
+//!     .await?;
+//! assert_eq!(conversation.entity.id, pm_client::ids::conversation_id("github", "org/repo#42"));
+//! let message = client
+//!     .add_message(conversation.entity.id, AddMessageInput {
+//!         actor_id: alice.entity.id,
+//!         content: text("Login fails with a 500")?,
+//!         task_id: None,
+//!         external_identity: Some(label("github-comment-991")?),
+//!         time: None,
+//!     })
+//!     .idempotency_key("delivery-5f1c") // the upstream delivery id
+//!     .await?;
+//! println!("message {} ({:?})", message.entity.id, message.status);
+//! # Ok(()) }
+//! ```
+//!
+//! ## The LLM service (role `llm`)
+//!
+//! Follows the log for people's messages and answers with decisions: an AI message, a
+//! `BEGIN_WORK` checkpoint, a task and its progress — then reads its writes back.
+//!
+//! ```no_run
+//! use futures::StreamExt;
+//! use pm_client::{text, CheckpointType, Client, CreateConversationCheckpointInput,
+//!     CreateTaskInput, EventContent, EventQuery, Fact};
+//!
+//! # async fn run() -> Result<(), pm_client::Error> {
+//! let client = Client::from_env()?;
+//! let query = EventQuery::new().with_type("project_manager.message.added");
+//! let mut log = client.follow(query);
+//! while let Some(event) = log.next().await {
+//!     let event = event?;
+//!     let EventContent::Fact(Fact::MessageAdded(message)) = &event.content else { continue };
+//!     let decision = client
+//!         .create_conversation_checkpoint(message.conversation_id, CreateConversationCheckpointInput {
+//!             checkpoint_type: CheckpointType::BeginWork,
+//!             summary: text(format!("Work on: {}", message.content.as_str()))?,
+//!         })
+//!         .causation_id(event.id().unwrap_or_default())
+//!         .await?;
+//!     let task = client
+//!         .create_task(message.conversation_id, CreateTaskInput {
+//!             checkpoint_id: decision.entity.id,
+//!             instructions: text("Reproduce and fix")?,
+//!             assigned_to: None,
+//!         })
+//!         .await?;
+//!     let view = client.after(&task).task(task.entity.id).await?;
+//!     println!("task {} is {}", view.task.task.id, view.task.status);
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! ## An analyst's tool (role `analyst`)
+//!
+//! Reads: tasks by status, conversations with their latest checkpoint, statistics,
+//! walking every page.
+//!
+//! ```no_run
+//! use futures::TryStreamExt;
+//! use pm_client::{Client, ConversationQuery, StatsGroup, TaskQuery, TaskStatus, TaskStatsView};
+//!
+//! # async fn run() -> Result<(), pm_client::Error> {
+//! let read = Client::from_env()?.read();
+//! for status in TaskStatus::all() {
+//!     let tasks: Vec<_> = read.walk(TaskQuery::new().status(status).limit(500)).try_collect().await?;
+//!     println!("{status}: {}", tasks.len());
+//! }
+//! let mut conversations = read.walk(ConversationQuery::new().organization("acme"));
+//! while let Some(c) = conversations.try_next().await? {
+//!     let latest = c.latest_checkpoint.map(|l| l.checkpoint_type.to_string());
+//!     println!("{}: {}", c.conversation.title.as_str(), latest.unwrap_or_else(|| "-".into()));
+//! }
+//! if let TaskStatsView::All(stats) = read.task_stats(StatsGroup::All).await? {
+//!     println!("{} tasks, p50 cycle time {:?} s", stats.total, stats.cycle_time.p50_seconds);
+//! }
+//! # Ok(()) }
+//! ```
+
+mod admin;
+mod client;
+pub mod codes;
+mod commands;
+mod error;
+mod events;
+mod http;
+pub mod ids;
+mod position;
+mod reads;
+mod retry;
+
+pub use client::{Client, ClientBuilder, DEFAULT_URL};
+pub use commands::{CommandRequest, WriteStatus, Written};
+pub use error::{BoxError, Error, Problem, TransportKind};
+pub use events::{
+    EventAttributes, EventContent, EventPage, EventQuery, LogEvent, RawJson, Snapshot,
+};
+pub use position::{InvalidPosition, Position};
+pub use reads::{
+    CheckpointQuery, ConversationQuery, ConversationTaskQuery, ListQuery, MessageQuery, Paging,
+    Reader, TaskQuery,
+};
+pub use retry::{is_retryable, parse_retry_after, RetryPolicy};
+
+// The service's own types: request bodies, facts, enumerations and views.
+pub use pm_application::commands::{
+    AddMessageInput, CreateConversationCheckpointInput, CreateTaskCheckpointInput, CreateTaskInput,
+    RegisterActorInput, StartConversationInput,
+};
+pub use pm_application::fact::Fact;
+pub use pm_application::views::{
+    ConversationView, CycleTime, GroupKey, LatestCheckpoint, Page, ParkedEvent, ProcessorLag,
+    ProcessorRecord, ProcessorReport, ReplicaView, RunnerView, StatsGroup, TaskCheckpointView,
+    TaskCounts, TaskDetail, TaskStats, TaskStatsGroup, TaskStatsView, TaskView,
+};
+pub use pm_domain::actor::ActorRegistered;
+pub use pm_domain::checkpoint::ConversationCheckpointCreated;
+pub use pm_domain::conversation::ConversationStarted;
+pub use pm_domain::message::MessageAdded;
+pub use pm_domain::task::{TaskCheckpointCreated, TaskCreated};
+pub use pm_domain::types::{ActorKind, CheckpointType, TaskCheckpointType, TaskStatus};
+pub use pm_domain::{Label, NonEmptyText};
+pub use uuid::Uuid;
+
+/// Text for the inputs' [`NonEmptyText`] fields.
+///
+/// ```
+/// assert_eq!(pm_client::text("Alice").expect("not empty").as_str(), "Alice");
+/// assert!(pm_client::text("  ").is_err());
+/// ```
+///
+/// # Errors
+/// [`Error::InvalidInput`] for empty or blank text (the service would answer `422`).
+pub fn text(raw: impl Into<String>) -> Result<NonEmptyText, Error> {
+    Ok(NonEmptyText::parse(raw)?)
+}
+
+/// Text for the inputs' [`Label`] fields (external ids and sources, external identities,
+/// statuses, organizations: at most 1024 bytes).
+///
+/// ```
+/// assert_eq!(pm_client::label("github").expect("a label").as_str(), "github");
+/// assert!(pm_client::label("x".repeat(2000)).is_err());
+/// ```
+///
+/// # Errors
+/// [`Error::InvalidInput`] for empty, blank or too long text, or text with NUL.
+pub fn label(raw: impl Into<String>) -> Result<Label, Error> {
+    Ok(Label::parse(raw)?)
+}

@@ -1,0 +1,78 @@
+//! The invariants of docs/SAGAS.md, checked after every step of every test.
+
+use std::collections::HashMap;
+
+use uuid::Uuid;
+
+use crate::saga::rune::turn::TurnRune;
+use crate::saga::*;
+
+/// Panics unless, for the recorded log and the live state:
+/// (a) every rune is an edge (replayed with [`Sagas::check`] before each apply);
+/// (b) INV-TURN-SEQUENTIAL: at most one turn per agent outside `queued` and not terminal;
+/// (c) no turn has two terminal runes, every terminal rune has a deliverable or a reason,
+///     and once the session is closed every turn has exactly one;
+/// (d) folding the log from scratch gives the live state;
+/// (f) a closed session has only terminated agents.
+pub fn check_invariants(live: &Sagas, log: &[Recorded]) {
+    let mut replay = Sagas::restore(live.last_position(), []);
+    for rec in log {
+        if let Err(err) = replay.check(rec) {
+            panic!("(a) not an edge: {err}: {rec:?}");
+        }
+        replay.apply(rec);
+    }
+    assert_eq!(
+        &replay, live,
+        "(d) the fold of the log differs from the live state"
+    );
+
+    let mut running: HashMap<Uuid, Vec<Uuid>> = HashMap::new();
+    for (id, turn) in live.turns() {
+        if turn.is_running() {
+            let agent = turn.agent_id().expect("a queued turn has an agent");
+            running.entry(agent).or_default().push(*id);
+        }
+    }
+    for (agent, turns) in &running {
+        assert!(turns.len() <= 1, "(b) agent {agent} runs {turns:?}");
+    }
+
+    let mut terminal: HashMap<Uuid, usize> = HashMap::new();
+    for rec in log {
+        if let (Instance::Turn(id), Rune::Turn(rune)) = (&rec.instance, &rec.rune) {
+            if let Some((deliverable, reason)) = rune.delivery() {
+                *terminal.entry(*id).or_default() += 1;
+                assert!(
+                    deliverable.is_some() || reason.is_some(),
+                    "(c) null deliverable without a reason: {rune:?}"
+                );
+            }
+            if matches!(rune, TurnRune::Queued(_)) {
+                terminal.entry(*id).or_default();
+            }
+        }
+    }
+    for (turn, n) in &terminal {
+        assert!(*n <= 1, "(c) turn {turn} has {n} terminal runes");
+    }
+    let closed = live
+        .session()
+        .and_then(Session::state)
+        .is_some_and(|s| matches!(s, SessionState::Closed | SessionState::Archived));
+    if closed {
+        for (turn, n) in &terminal {
+            assert_eq!(
+                *n, 1,
+                "(c) closed session: turn {turn} has {n} terminal runes"
+            );
+        }
+        for (id, agent) in live.agents() {
+            assert_eq!(
+                agent.state(),
+                Some(AgentState::Terminated),
+                "(f) closed session with agent {id} not terminated"
+            );
+        }
+    }
+}

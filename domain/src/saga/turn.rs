@@ -1,0 +1,268 @@
+//! The Turn aggregate: the L0 queue and the ECHS TurnEngine, with the delivery contract
+//! (every terminal rune names the last message the turn produced, or says why not).
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::rune::turn::{TurnInput, TurnRune};
+use super::types::{TurnKind, TurnState};
+use super::{saga_aggregate, Machine, SagaError, TURN_TYPE};
+
+/// A turn (id = [`super::ids::turn_id`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Turn {
+    turn_id: Option<Uuid>,
+    agent_id: Option<Uuid>,
+    conversation_id: Option<Uuid>,
+    kind: Option<TurnKind>,
+    task_id: Option<Uuid>,
+    input: Option<TurnInput>,
+    state: Option<TurnState>,
+    turn_epoch: Option<i64>,
+    watchdog_epoch: i64,
+    messages: u32,
+    last_message_id: Option<Uuid>,
+    terminal_rune: Option<String>,
+    reason: Option<String>,
+    deliverable: Option<Uuid>,
+    deliverable_reason: Option<String>,
+    anomalies: u32,
+}
+
+impl Turn {
+    /// The turn's id; `None` before `turn.queued`.
+    pub fn id(&self) -> Option<Uuid> {
+        self.turn_id
+    }
+    /// Its agent.
+    pub fn agent_id(&self) -> Option<Uuid> {
+        self.agent_id
+    }
+    /// `conversation` or `task`.
+    pub fn kind(&self) -> Option<TurnKind> {
+        self.kind
+    }
+    /// The task of a task turn.
+    pub fn task_id(&self) -> Option<Uuid> {
+        self.task_id
+    }
+    /// What it works on.
+    pub fn input(&self) -> Option<&TurnInput> {
+        self.input.as_ref()
+    }
+    /// Its state; `None` before `turn.queued`.
+    pub fn state(&self) -> Option<TurnState> {
+        self.state
+    }
+    /// The agent's epoch of its lease.
+    pub fn turn_epoch(&self) -> Option<i64> {
+        self.turn_epoch
+    }
+    /// The epoch of its `turn_timeout` deadline: the `turn_epoch` at dispatch, plus one
+    /// for every re-arm (`turn.started`, `turn.assistant_delta`, tool runes).
+    pub fn watchdog_epoch(&self) -> i64 {
+        self.watchdog_epoch
+    }
+    /// Messages it produced.
+    pub fn messages(&self) -> u32 {
+        self.messages
+    }
+    /// The last message it produced.
+    pub fn last_message_id(&self) -> Option<Uuid> {
+        self.last_message_id
+    }
+    /// The name of its terminal rune, once it has one.
+    pub fn terminal_rune(&self) -> Option<&str> {
+        self.terminal_rune.as_deref()
+    }
+    /// The interruption's reason or the error's type.
+    pub fn reason(&self) -> Option<&str> {
+        self.reason.as_deref()
+    }
+    /// The delivered message of its terminal rune.
+    pub fn deliverable(&self) -> Option<Uuid> {
+        self.deliverable
+    }
+    /// Why the deliverable is what it is.
+    pub fn deliverable_reason(&self) -> Option<&str> {
+        self.deliverable_reason.as_deref()
+    }
+    /// `saga.anomaly` runes recorded on the turn.
+    pub fn anomalies(&self) -> u32 {
+        self.anomalies
+    }
+    /// Whether it is `completed`, `interrupted` or `error`.
+    pub fn is_terminal(&self) -> bool {
+        self.state.is_some_and(TurnState::is_terminal)
+    }
+    /// Whether it is `dispatched`, `streaming` or `tool_executing` (the watchdog's states).
+    pub fn is_running(&self) -> bool {
+        matches!(
+            self.state,
+            Some(TurnState::Dispatched | TurnState::Streaming | TurnState::ToolExecuting)
+        )
+    }
+    /// Whether it goes straight to streaming when dispatched ([`TurnInput::TaskResume`]).
+    pub fn starts_on_dispatch(&self) -> bool {
+        matches!(self.input, Some(TurnInput::TaskResume { .. }))
+    }
+    /// The state's name, `none` before `turn.queued`.
+    pub fn state_name(&self) -> String {
+        self.state.map_or("none", TurnState::as_str).to_string()
+    }
+
+    fn guard(&self, rune: &TurnRune) -> Result<(), SagaError> {
+        let id = match rune {
+            TurnRune::Queued(r) => r.turn_id,
+            TurnRune::Dispatched(r) => r.turn_id,
+            TurnRune::Started(r) => r.turn_id,
+            TurnRune::AssistantDelta(r) => r.turn_id,
+            TurnRune::ToolCallsReceived(r) => r.turn_id,
+            TurnRune::ToolsFinished(r) => r.turn_id,
+            TurnRune::Completed(r) => r.turn_id,
+            TurnRune::Interrupted(r) => r.turn_id,
+            TurnRune::Error(r) => r.turn_id,
+            TurnRune::Anomaly(_) => return Ok(()),
+        };
+        if let Some(expected) = self.turn_id.filter(|e| *e != id) {
+            return Err(SagaError::WrongInstance {
+                rune: rune.name(),
+                expected,
+                got: id,
+            });
+        }
+        let fail = |reason: String| {
+            Err(SagaError::Guard {
+                rune: rune.name(),
+                reason,
+            })
+        };
+        if let TurnRune::Started(r) = rune {
+            if self.agent_id.is_some_and(|a| a != r.agent_id) {
+                return fail(format!("agent {} is not the turn's agent", r.agent_id));
+            }
+        }
+        if let Some((deliverable, reason)) = rune.delivery() {
+            if deliverable.is_none() && reason.is_none() {
+                return fail("a null deliverable needs a deliverable_reason".into());
+            }
+            if deliverable.is_some() && deliverable != self.last_message_id {
+                return fail("the deliverable is not the turn's last message".into());
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Machine for Turn {
+    type Rune = TurnRune;
+
+    fn check(&self, rune: &TurnRune) -> Result<(), SagaError> {
+        use TurnRune as R;
+        use TurnState as T;
+        self.guard(rune)?;
+        let st = self.state;
+        let edge = match rune {
+            R::Queued(_) => st.is_none(),
+            R::Dispatched(_) => st == Some(T::Queued),
+            R::Started(_) => st == Some(T::Dispatched),
+            R::AssistantDelta(_) | R::ToolCallsReceived(_) => st == Some(T::Streaming),
+            R::ToolsFinished(_) => st == Some(T::ToolExecuting),
+            R::Completed(_) => matches!(st, Some(T::Streaming | T::ToolExecuting)),
+            R::Interrupted(_) => st == Some(T::Queued) || self.is_running(),
+            R::Error(_) => self.is_running(),
+            R::Anomaly(_) => true,
+        };
+        if edge {
+            Ok(())
+        } else {
+            Err(SagaError::NoEdge {
+                machine: TURN_TYPE,
+                state: self.state_name(),
+                rune: rune.name(),
+            })
+        }
+    }
+
+    fn fold(&mut self, rune: TurnRune) {
+        use TurnRune as R;
+        use TurnState as T;
+        let name = rune.name();
+        match rune {
+            R::Queued(r) => {
+                self.turn_id = Some(r.turn_id);
+                self.agent_id = Some(r.agent_id);
+                self.conversation_id = Some(r.conversation_id);
+                self.kind = Some(r.kind);
+                self.task_id = r.task_id;
+                self.input = Some(r.input);
+                self.state = Some(T::Queued);
+            }
+            R::Dispatched(r) => {
+                self.turn_epoch = Some(r.turn_epoch);
+                self.watchdog_epoch = r.turn_epoch;
+                self.state = Some(T::Dispatched);
+            }
+            R::Started(_) => {
+                self.watchdog_epoch += 1;
+                self.state = Some(T::Streaming);
+            }
+            R::AssistantDelta(r) => {
+                self.watchdog_epoch += 1;
+                self.messages += 1;
+                self.last_message_id = Some(r.message_id);
+            }
+            R::ToolCallsReceived(_) => {
+                self.watchdog_epoch += 1;
+                self.state = Some(T::ToolExecuting);
+            }
+            R::ToolsFinished(_) => {
+                self.watchdog_epoch += 1;
+                self.state = Some(T::Streaming);
+            }
+            R::Completed(r) => {
+                self.end(
+                    T::Completed,
+                    name,
+                    None,
+                    r.deliverable,
+                    r.deliverable_reason,
+                );
+            }
+            R::Interrupted(r) => {
+                let reason = Some(r.reason);
+                self.end(
+                    T::Interrupted,
+                    name,
+                    reason,
+                    r.deliverable,
+                    r.deliverable_reason,
+                );
+            }
+            R::Error(r) => {
+                let reason = Some(r.error_type);
+                self.end(T::Error, name, reason, r.deliverable, r.deliverable_reason);
+            }
+            R::Anomaly(_) => self.anomalies += 1,
+        }
+    }
+}
+
+impl Turn {
+    fn end(
+        &mut self,
+        state: TurnState,
+        rune: &str,
+        reason: Option<String>,
+        deliverable: Option<Uuid>,
+        deliverable_reason: Option<String>,
+    ) {
+        self.state = Some(state);
+        self.terminal_rune = Some(rune.to_string());
+        self.reason = reason;
+        self.deliverable = deliverable;
+        self.deliverable_reason = deliverable_reason;
+    }
+}
+
+saga_aggregate!(Turn, TurnRune, TURN_TYPE);

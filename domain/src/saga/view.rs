@@ -1,0 +1,160 @@
+//! Read-side views of the composite: the rows of `GET /v1/sessions/{id}`, `/v1/agents`
+//! and `/v1/turns` (API.md), with the composite-derived fields filled in. Times
+//! (`waiting_since`, `updated_at`) are the log's: the time of the rune that changed a row.
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::rune::Instance;
+use super::types::{AgentRole, AgentState, ConversationState, SessionState, TurnKind, TurnState};
+use super::{Agent, Outcome, Sagas, Turn, TurnInput};
+use crate::PmAggregate;
+
+/// A session row.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SessionView {
+    /// The conversation (= the session's id).
+    pub conversation_id: Uuid,
+    /// The lifecycle state.
+    pub state: SessionState,
+    /// The FCMP state, null before the first human message or decision.
+    pub conversation_state: Option<ConversationState>,
+    /// The root agent.
+    pub root_agent_id: Option<Uuid>,
+    /// Every agent of the session.
+    pub agent_ids: Vec<Uuid>,
+    /// The `NEED_INFORMATION` checkpoint while `waiting_user`.
+    pub waiting_checkpoint_id: Option<Uuid>,
+    /// Consecutive turn errors (composite).
+    pub consecutive_errors: u32,
+}
+
+/// An agent row.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AgentView {
+    /// The agent.
+    pub id: Uuid,
+    /// Its conversation.
+    pub conversation_id: Uuid,
+    /// The actor it acts for.
+    pub actor_id: Option<Uuid>,
+    /// `root` or `worker`.
+    pub role: AgentRole,
+    /// Its state (composite: idle once its leased turn is terminal).
+    pub state: AgentState,
+    /// The epoch of its last lease.
+    pub turn_epoch: i64,
+    /// The turn it runs (composite: null once terminal).
+    pub active_turn_id: Option<Uuid>,
+    /// Its inbox, oldest first.
+    pub queued_turn_ids: Vec<Uuid>,
+}
+
+/// A turn row.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TurnView {
+    /// The turn.
+    pub id: Uuid,
+    /// Its agent.
+    pub agent_id: Uuid,
+    /// Its conversation.
+    pub conversation_id: Uuid,
+    /// `conversation` or `task`.
+    pub kind: TurnKind,
+    /// The task of a task turn.
+    pub task_id: Option<Uuid>,
+    /// What it was enqueued to do.
+    pub input: TurnInput,
+    /// Its state.
+    pub state: TurnState,
+    /// Its lease's epoch.
+    pub turn_epoch: Option<i64>,
+    /// The name of its terminal rune.
+    pub terminal_rune: Option<String>,
+    /// The delivered message.
+    pub deliverable: Option<Uuid>,
+    /// Why the deliverable is what it is.
+    pub deliverable_reason: Option<String>,
+}
+
+impl Sagas {
+    /// The session row; `None` before `session.created`.
+    pub fn session_view(&self) -> Option<SessionView> {
+        let session = self.session()?;
+        Some(SessionView {
+            conversation_id: session.conversation_id()?,
+            state: session.state()?,
+            conversation_state: session.conversation_state(),
+            root_agent_id: self.root_agent().and_then(Agent::id),
+            agent_ids: self.agent_views().iter().map(|a| a.id).collect(),
+            waiting_checkpoint_id: session.waiting_checkpoint_id(),
+            consecutive_errors: self.consecutive_errors(),
+        })
+    }
+
+    /// An agent row; `None` for an unknown agent.
+    pub fn agent_view(&self, agent_id: Uuid) -> Option<AgentView> {
+        let agent = self.agents().get(&agent_id)?;
+        Some(AgentView {
+            id: agent.id()?,
+            conversation_id: agent.conversation_id()?,
+            actor_id: agent.actor_id(),
+            role: agent.role()?,
+            state: self.agent_state(agent_id)?,
+            turn_epoch: agent.turn_epoch(),
+            active_turn_id: self.active_turn(agent_id).and_then(Turn::id),
+            queued_turn_ids: agent.inbox().to_vec(),
+        })
+    }
+
+    /// Every agent row, by id.
+    pub fn agent_views(&self) -> Vec<AgentView> {
+        self.agents()
+            .keys()
+            .filter_map(|id| self.agent_view(*id))
+            .collect()
+    }
+
+    /// A turn row; `None` for an unknown turn.
+    pub fn turn_view(&self, turn_id: Uuid) -> Option<TurnView> {
+        let turn = self.turns().get(&turn_id)?;
+        Some(TurnView {
+            id: turn.id()?,
+            agent_id: turn.agent_id()?,
+            conversation_id: turn.conversation_id()?,
+            kind: turn.kind()?,
+            task_id: turn.task_id(),
+            input: turn.input()?.clone(),
+            state: turn.state()?,
+            turn_epoch: turn.turn_epoch(),
+            terminal_rune: turn.terminal_rune().map(str::to_string),
+            deliverable: turn.deliverable(),
+            deliverable_reason: turn.deliverable_reason().map(str::to_string),
+        })
+    }
+
+    /// Every turn row, in enqueue order.
+    pub fn turn_views(&self) -> Vec<TurnView> {
+        self.turn_order()
+            .iter()
+            .filter_map(|id| self.turn_view(*id))
+            .collect()
+    }
+
+    /// The rows an outcome changed: each rune's instance, plus the agent of every turn
+    /// that changed (its composite state and active turn follow the turn).
+    pub fn touched(&self, outcome: &Outcome) -> BTreeSet<Instance> {
+        let mut touched = BTreeSet::new();
+        for rec in &outcome.runes {
+            touched.insert(rec.instance);
+            if let Instance::Turn(id) = rec.instance {
+                if let Some(agent) = self.turns().get(&id).and_then(Turn::agent_id) {
+                    touched.insert(Instance::Agent(agent));
+                }
+            }
+        }
+        touched
+    }
+}

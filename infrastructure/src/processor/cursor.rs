@@ -1,0 +1,93 @@
+//! A processor's cursor inside its own transaction: [`lock`] (compare-and-set on the
+//! stored cursor, under a row lock), [`advance`] and [`park`].
+
+use chrono::Utc;
+use pm_application::log::{LogPosition, LoggedEvent};
+
+use crate::db::{Args, Tx};
+
+/// Why a processor row could not be locked at the expected cursor.
+#[derive(Debug)]
+pub enum CursorError {
+    /// A statement failed.
+    Sql(sqlx::Error),
+    /// The stored cursor is not where the caller thought: another owner moved it.
+    Moved,
+}
+
+impl From<sqlx::Error> for CursorError {
+    fn from(e: sqlx::Error) -> Self {
+        Self::Sql(e)
+    }
+}
+
+const SELECT_ROW: &str =
+    "SELECT generation::bigint AS generation, cursor_seq FROM processors WHERE name = $1 FOR UPDATE";
+
+/// Locks the row of processor `name` (creating it at the start of the log when missing),
+/// checks its cursor is `expected`, and returns the generation it writes.
+///
+/// # Errors
+/// [`CursorError::Moved`] when the stored cursor differs, [`CursorError::Sql`] otherwise.
+pub async fn lock(tx: &mut Tx, name: &str, expected: LogPosition) -> Result<i64, CursorError> {
+    let row = match tx
+        .fetch_optional(SELECT_ROW, Args::new().text(name))
+        .await?
+    {
+        Some(row) => row,
+        None => {
+            tx.execute(
+                "INSERT INTO processors (name) VALUES ($1) ON CONFLICT (name) DO NOTHING",
+                Args::new().text(name),
+            )
+            .await?;
+            tx.fetch_optional(SELECT_ROW, Args::new().text(name))
+                .await?
+                .ok_or(sqlx::Error::RowNotFound)?
+        }
+    };
+    let stored = LogPosition(row.int("cursor_seq")?);
+    if stored != expected {
+        return Err(CursorError::Moved);
+    }
+    Ok(row.int("generation")?)
+}
+
+/// Moves the cursor of processor `name` to `to`.
+///
+/// # Errors
+/// The database's error.
+pub async fn advance(tx: &mut Tx, name: &str, to: LogPosition) -> Result<(), sqlx::Error> {
+    tx.execute(
+        "UPDATE processors SET cursor_seq = $2, updated_at = $3::timestamptz WHERE name = $1",
+        Args::new().text(name).int(to.0).time(&Utc::now()),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Records that processor `name` parked `event` because of `reason`.
+///
+/// # Errors
+/// The database's error.
+pub async fn park(
+    tx: &mut Tx,
+    name: &str,
+    event: &LoggedEvent,
+    reason: &str,
+) -> Result<(), sqlx::Error> {
+    tx.execute(
+        "INSERT INTO parked_events (processor, position_txid, position_seq, aggregate_type, aggregate_id, event_type, error, parked_at) \
+         VALUES ($1, 0, $2, $3, $4, $5, $6, $7::timestamptz) ON CONFLICT DO NOTHING",
+        Args::new()
+            .text(name)
+            .int(event.position.0)
+            .text(event.aggregate_type.as_str())
+            .text(event.aggregate_id.as_str())
+            .text(event.event_type.as_str())
+            .text(reason)
+            .time(&Utc::now()),
+    )
+    .await?;
+    Ok(())
+}

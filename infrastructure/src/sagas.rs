@@ -1,0 +1,103 @@
+//! The sagas' storage: [`DbSagaStore`], the application's
+//! [`SagaStore`](pm_application::sagas::SagaStore) port.
+//!
+//! - **Runes** are events of the event store (aggregate types `session`, `agent`,
+//!   `turn`, `plan`), so they are on the global log with the facts.
+//! - **Read rows** (`saga_sessions`, `saga_agents`, `saga_turns`, `saga_anomalies`) and
+//!   **deadlines** (`saga_deadlines`) are written in the transaction that appends the
+//!   runes they derive from ([`commit`]); the views `sessions`, `agents`, `turns`,
+//!   `anomalies` and `deadlines` are the analysts' SQL schema (docs/READ_MODEL.md).
+//! - [`load`]: a conversation's runes, actors' kinds, due deadlines, sessions to recover.
+//! - [`query`]: the API's reads of the saga rows.
+
+pub mod commit;
+pub mod load;
+pub mod query;
+
+use chrono::{DateTime, Utc};
+use pm_application::log::{LogPosition, LoggedEvent};
+use pm_application::sagas::{CommitError, Committed, SagaStore, SagaWrite, StoredRune, SAGAS};
+use pm_application::AppError;
+use pm_domain::saga::Deadline;
+use pm_domain::types::ActorKind;
+use tokio::sync::watch;
+use uuid::Uuid;
+
+use crate::processor::cursor;
+use crate::processor::store::store_error;
+use crate::Database;
+
+pub use query::SagaReads;
+
+/// The saga tables and runes in a [`Database`].
+#[derive(Debug, Clone)]
+pub struct DbSagaStore {
+    db: Database,
+    doorbell: watch::Sender<u64>,
+}
+
+impl DbSagaStore {
+    /// The store over `db`; rings `doorbell` after appending runes.
+    pub fn new(db: Database, doorbell: watch::Sender<u64>) -> Self {
+        Self { db, doorbell }
+    }
+}
+
+impl SagaStore for DbSagaStore {
+    async fn load(&self, conversation_id: Uuid) -> Result<Vec<StoredRune>, AppError> {
+        load::runes(&self.db, conversation_id).await
+    }
+
+    async fn actor_kind(&self, actor_id: Uuid) -> Result<Option<ActorKind>, AppError> {
+        load::actor_kind(&self.db, actor_id).await
+    }
+
+    async fn agent_conversation(&self, agent_id: Uuid) -> Result<Option<Uuid>, AppError> {
+        load::agent_conversation(&self.db, agent_id).await
+    }
+
+    async fn writes(&self) -> Result<i64, AppError> {
+        load::writes(&self.db).await
+    }
+
+    async fn commit(
+        &self,
+        write: SagaWrite,
+        batch: Option<(LogPosition, LogPosition)>,
+        writes: i64,
+    ) -> Result<Committed, CommitError> {
+        let committed = commit::commit(&self.db, &write, batch, writes).await?;
+        if committed.last_position.is_some() {
+            self.doorbell.send_modify(|n| *n = n.wrapping_add(1));
+        }
+        Ok(committed)
+    }
+
+    async fn park(
+        &self,
+        from: LogPosition,
+        event: &LoggedEvent,
+        reason: &str,
+    ) -> Result<LogPosition, CommitError> {
+        let run = async {
+            let mut tx = self.db.begin().await?;
+            cursor::lock(&mut tx, SAGAS, from).await?;
+            cursor::park(&mut tx, SAGAS, event, reason).await?;
+            cursor::advance(&mut tx, SAGAS, event.position).await?;
+            tx.commit().await?;
+            Ok::<_, cursor::CursorError>(event.position)
+        };
+        run.await.map_err(|e| match e {
+            cursor::CursorError::Moved => CommitError::CursorMoved,
+            cursor::CursorError::Sql(e) => CommitError::Store(store_error(e)),
+        })
+    }
+
+    async fn due(&self, now: DateTime<Utc>, limit: u32) -> Result<Vec<(Uuid, Deadline)>, AppError> {
+        load::due(&self.db, now, limit).await
+    }
+
+    async fn recovering(&self, now: DateTime<Utc>) -> Result<Vec<(Uuid, Vec<Deadline>)>, AppError> {
+        load::recovering(&self.db, now).await
+    }
+}

@@ -1,0 +1,386 @@
+//! One saga transaction: lock the saga processor's row (checking the write count and, for
+//! a batch, the cursor), write the deadline and read rows, append the runes, count the
+//! write and move the cursor — all or nothing.
+//!
+//! The runes are appended last: on PostgreSQL an append holds the log's order lock until
+//! its transaction ends, so the rest of the transaction runs before it takes that lock.
+
+use std::collections::HashMap;
+
+use pm_application::log::LogPosition;
+use pm_application::sagas::{CommitError, Committed, NewRune, SagaWrite, SAGAS};
+use pm_domain::saga::{ConversationState, DeadlineOp, Instance};
+use pm_domain::EVENT_VERSION;
+use uuid::Uuid;
+
+use crate::db::{values, Args, DbRow, Tx};
+use crate::processor::store::store_error;
+use crate::Database;
+
+/// Rows per multi-row statement (well below both databases' parameter limits).
+const CHUNK: usize = 500;
+
+fn sql_error(e: sqlx::Error) -> CommitError {
+    CommitError::Store(store_error(e))
+}
+
+/// Writes `write` as one transaction; see the module documentation.
+///
+/// # Errors
+/// [`CommitError::Stale`] when the write count is not `writes`, [`CommitError::CursorMoved`]
+/// when a batch's cursor is not where it started, [`CommitError::Store`] otherwise.
+pub async fn commit(
+    db: &Database,
+    write: &SagaWrite,
+    batch: Option<(LogPosition, LogPosition)>,
+    writes: i64,
+) -> Result<Committed, CommitError> {
+    let mut tx = db.begin().await.map_err(sql_error)?;
+    let (cursor, stored) = lock(&mut tx).await.map_err(sql_error)?;
+    if stored != writes {
+        return Err(CommitError::Stale { writes: stored });
+    }
+    if let Some((from, _)) = batch {
+        if cursor != from {
+            return Err(CommitError::CursorMoved);
+        }
+    }
+    deadlines(&mut tx, write).await.map_err(sql_error)?;
+    sessions(&mut tx, write).await.map_err(sql_error)?;
+    agents(&mut tx, write).await.map_err(sql_error)?;
+    turns(&mut tx, write).await.map_err(sql_error)?;
+    anomalies(&mut tx, write).await.map_err(sql_error)?;
+    let last_position = match runes(&mut tx, &write.runes).await {
+        Ok(last) => last,
+        // A taken sequence: another writer appended to a stream despite the count.
+        Err(e) if is_unique_violation(&e) => return Err(CommitError::Stale { writes: stored }),
+        Err(e) => return Err(sql_error(e)),
+    };
+    let to = batch.map_or(cursor, |(_, to)| to);
+    tx.execute(
+        "UPDATE processors SET writes = writes + 1, cursor_seq = $2, updated_at = $3::timestamptz \
+         WHERE name = $1",
+        Args::new().text(SAGAS).int(to.0).time(&chrono::Utc::now()),
+    )
+    .await
+    .map_err(sql_error)?;
+    tx.commit().await.map_err(sql_error)?;
+    Ok(Committed {
+        last_position,
+        writes: writes + 1,
+    })
+}
+
+fn is_unique_violation(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
+}
+
+/// Locks the saga processor's row (creating it at the start of the log when missing);
+/// answers its cursor and write count.
+async fn lock(tx: &mut Tx) -> Result<(LogPosition, i64), sqlx::Error> {
+    const SELECT: &str = "SELECT cursor_seq, writes::bigint AS writes FROM processors \
+                          WHERE name = $1 FOR UPDATE";
+    let row = match tx.fetch_optional(SELECT, Args::new().text(SAGAS)).await? {
+        Some(row) => row,
+        None => {
+            tx.execute(
+                "INSERT INTO processors (name) VALUES ($1) ON CONFLICT (name) DO NOTHING",
+                Args::new().text(SAGAS),
+            )
+            .await?;
+            tx.fetch_optional(SELECT, Args::new().text(SAGAS))
+                .await?
+                .ok_or(sqlx::Error::RowNotFound)?
+        }
+    };
+    Ok((LogPosition(row.int("cursor_seq")?), row.int("writes")?))
+}
+
+/// Runs `INSERT … VALUES <rows> <suffix>` in chunks; `bind` adds one row's arguments.
+async fn insert<T>(
+    tx: &mut Tx,
+    prefix: &str,
+    casts: &[&str],
+    suffix: &str,
+    items: &[T],
+    bind: impl Fn(Args, &T) -> Args,
+) -> Result<Vec<DbRow>, sqlx::Error> {
+    let mut returned = Vec::new();
+    for chunk in items.chunks(CHUNK) {
+        let sql = format!("{prefix} VALUES {} {suffix}", values(casts, chunk.len()));
+        let args = chunk
+            .iter()
+            .fold(Args::with_capacity(chunk.len() * casts.len()), &bind);
+        returned.extend(tx.fetch_all(&sql, args).await?);
+    }
+    Ok(returned)
+}
+
+/// Keeps the last of the items with the same key, in first-seen order.
+fn last_by_key<T: Clone, K: std::hash::Hash + Eq>(items: &[T], key: impl Fn(&T) -> K) -> Vec<T> {
+    let mut at: HashMap<K, usize> = HashMap::new();
+    let mut kept: Vec<T> = Vec::new();
+    for item in items {
+        match at.get(&key(item)) {
+            Some(i) => kept[*i] = item.clone(),
+            None => {
+                at.insert(key(item), kept.len());
+                kept.push(item.clone());
+            }
+        }
+    }
+    kept
+}
+
+async fn deadlines(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
+    let ops = last_by_key(&write.deadlines, |(_, op)| op.key());
+    let disarmed: Vec<(Instance, &str)> = ops
+        .iter()
+        .filter_map(|(_, op)| match op {
+            DeadlineOp::Disarm { instance, kind } => Some((*instance, kind.as_str())),
+            DeadlineOp::Arm(_) => None,
+        })
+        .collect();
+    for chunk in disarmed.chunks(CHUNK) {
+        let mut args = Args::with_capacity(chunk.len() * 3);
+        let mut keys = Vec::with_capacity(chunk.len());
+        for (instance, kind) in chunk {
+            let t = args.push(crate::db::Arg::Text(Some(instance.aggregate_type().into())));
+            let i = args.push(crate::db::Arg::Text(Some(instance.id().to_string())));
+            let k = args.push(crate::db::Arg::Text(Some((*kind).into())));
+            keys.push(format!(
+                "(aggregate_type = {t} AND aggregate_id = {i}::uuid AND kind = {k})"
+            ));
+        }
+        let sql = format!("DELETE FROM saga_deadlines WHERE {}", keys.join(" OR "));
+        tx.execute(&sql, args).await?;
+    }
+    let armed: Vec<(Uuid, pm_domain::saga::Deadline)> = ops
+        .iter()
+        .filter_map(|(c, op)| match op {
+            DeadlineOp::Arm(d) => Some((*c, *d)),
+            DeadlineOp::Disarm { .. } => None,
+        })
+        .collect();
+    insert(
+        tx,
+        "INSERT INTO saga_deadlines (aggregate_type, aggregate_id, kind, conversation_id, due_at, epoch)",
+        &["", "::uuid", "", "::uuid", "::timestamptz", ""],
+        "ON CONFLICT (aggregate_type, aggregate_id, kind) DO UPDATE SET \
+         conversation_id = excluded.conversation_id, due_at = excluded.due_at, epoch = excluded.epoch",
+        &armed,
+        |args, (conversation, d)| {
+            args.text(d.instance.aggregate_type())
+                .uuid(d.instance.id())
+                .text(d.kind.as_str())
+                .uuid(*conversation)
+                .time(&d.due_at)
+                .int(d.epoch)
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+fn json<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_else(|_| "null".into())
+}
+
+async fn sessions(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
+    let rows = last_by_key(&write.sessions, |(s, _)| s.conversation_id);
+    insert(
+        tx,
+        "INSERT INTO saga_sessions (conversation_id, state, conversation_state, root_agent_id, \
+         agent_ids, waiting_checkpoint_id, waiting_since, consecutive_errors, created_at, updated_at)",
+        &["::uuid", "", "", "::uuid", "", "::uuid", "::timestamptz", "", "::timestamptz", "::timestamptz"],
+        "ON CONFLICT (conversation_id) DO UPDATE SET state = excluded.state, \
+         conversation_state = excluded.conversation_state, root_agent_id = excluded.root_agent_id, \
+         agent_ids = excluded.agent_ids, waiting_checkpoint_id = excluded.waiting_checkpoint_id, \
+         waiting_since = CASE WHEN excluded.conversation_state = 'waiting_user' \
+           AND saga_sessions.conversation_state = 'waiting_user' \
+           THEN saga_sessions.waiting_since ELSE excluded.waiting_since END, \
+         consecutive_errors = excluded.consecutive_errors, updated_at = excluded.updated_at",
+        &rows,
+        |args, (s, at)| {
+            let waiting = s.conversation_state == Some(ConversationState::WaitingUser);
+            args.uuid(s.conversation_id)
+                .text(s.state.as_str())
+                .opt_text(s.conversation_state.map(|c| c.as_str()))
+                .opt_uuid(s.root_agent_id)
+                .text(json(&s.agent_ids))
+                .opt_uuid(s.waiting_checkpoint_id)
+                .opt_time(waiting.then_some(at))
+                .int(i64::from(s.consecutive_errors))
+                .time(at)
+                .time(at)
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+async fn agents(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
+    let rows = last_by_key(&write.agents, |(a, _)| a.id);
+    insert(
+        tx,
+        "INSERT INTO saga_agents (id, conversation_id, actor_id, role, state, turn_epoch, \
+         active_turn_id, queued_turn_ids, created_at, updated_at)",
+        &[
+            "::uuid",
+            "::uuid",
+            "::uuid",
+            "",
+            "",
+            "",
+            "::uuid",
+            "",
+            "::timestamptz",
+            "::timestamptz",
+        ],
+        "ON CONFLICT (id) DO UPDATE SET state = excluded.state, turn_epoch = excluded.turn_epoch, \
+         active_turn_id = excluded.active_turn_id, queued_turn_ids = excluded.queued_turn_ids, \
+         updated_at = excluded.updated_at",
+        &rows,
+        |args, (a, at)| {
+            args.uuid(a.id)
+                .uuid(a.conversation_id)
+                .opt_uuid(a.actor_id)
+                .text(a.role.as_str())
+                .text(a.state.as_str())
+                .int(a.turn_epoch)
+                .opt_uuid(a.active_turn_id)
+                .text(json(&a.queued_turn_ids))
+                .time(at)
+                .time(at)
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+async fn turns(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
+    let rows = last_by_key(&write.turns, |(t, _)| t.id);
+    insert(
+        tx,
+        "INSERT INTO saga_turns (id, agent_id, conversation_id, kind, task_id, input, state, \
+         turn_epoch, terminal_rune, deliverable, deliverable_reason, created_at, updated_at)",
+        &[
+            "::uuid",
+            "::uuid",
+            "::uuid",
+            "",
+            "::uuid",
+            "",
+            "",
+            "",
+            "",
+            "::uuid",
+            "",
+            "::timestamptz",
+            "::timestamptz",
+        ],
+        "ON CONFLICT (id) DO UPDATE SET state = excluded.state, turn_epoch = excluded.turn_epoch, \
+         terminal_rune = excluded.terminal_rune, deliverable = excluded.deliverable, \
+         deliverable_reason = excluded.deliverable_reason, updated_at = excluded.updated_at",
+        &rows,
+        |args, (t, at)| {
+            args.uuid(t.id)
+                .uuid(t.agent_id)
+                .uuid(t.conversation_id)
+                .text(t.kind.as_str())
+                .opt_uuid(t.task_id)
+                .text(json(&t.input))
+                .text(t.state.as_str())
+                .opt_int(t.turn_epoch)
+                .opt_text(t.terminal_rune.clone())
+                .opt_uuid(t.deliverable)
+                .opt_text(t.deliverable_reason.clone())
+                .time(at)
+                .time(at)
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+/// The id of the anomaly recorded as rune `sequence` of `instance`.
+pub fn anomaly_id(instance: &Instance, sequence: i64) -> Uuid {
+    Uuid::new_v5(
+        &pm_domain::ids::NAMESPACE,
+        format!(
+            "anomaly\n{}\n{}\n{sequence}",
+            instance.aggregate_type(),
+            instance.id()
+        )
+        .as_bytes(),
+    )
+}
+
+async fn anomalies(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
+    let rows: Vec<(&NewRune, &pm_domain::saga::SagaAnomaly)> = write
+        .runes
+        .iter()
+        .filter_map(|r| r.recorded.rune.anomaly().map(|a| (r, a)))
+        .collect();
+    insert(
+        tx,
+        "INSERT INTO saga_anomalies (id, conversation_id, aggregate_type, aggregate_id, sequence, \
+         state, fact, reason, causation_id, created_at)",
+        &[
+            "::uuid",
+            "::uuid",
+            "",
+            "::uuid",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "::timestamptz",
+        ],
+        "ON CONFLICT (id) DO NOTHING",
+        &rows,
+        |args, (r, a)| {
+            args.uuid(anomaly_id(&r.recorded.instance, r.sequence))
+                .uuid(r.conversation_id)
+                .text(r.recorded.instance.aggregate_type())
+                .uuid(r.recorded.instance.id())
+                .int(r.sequence)
+                .text(a.state.clone())
+                .text(a.fact.clone())
+                .text(a.reason.clone())
+                .opt_text(r.metadata.causation_id.clone())
+                .time(&r.metadata.recorded_at)
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+/// Appends the runes; answers the position of the last one.
+async fn runes(tx: &mut Tx, runes: &[NewRune]) -> Result<Option<LogPosition>, sqlx::Error> {
+    let returned = insert(
+        tx,
+        "INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, \
+         payload, metadata, conversation_id)",
+        &["", "", "", "", "", "::json", "::json", "::uuid"],
+        "RETURNING global_position",
+        runes,
+        |args, r| {
+            args.text(r.recorded.instance.aggregate_type())
+                .text(r.recorded.instance.id().to_string())
+                .int(r.sequence)
+                .text(r.recorded.event_type())
+                .text(EVENT_VERSION)
+                .text(r.recorded.payload().to_string())
+                .text(json(&r.metadata))
+                .uuid(r.conversation_id)
+        },
+    )
+    .await?;
+    let mut last = None;
+    for row in &returned {
+        last = last.max(Some(LogPosition(row.int("global_position")?)));
+    }
+    Ok(last)
+}

@@ -1,0 +1,193 @@
+//! What the saga engine reads: a conversation's runes, actors' kinds, agents'
+//! conversations, the write count, due deadlines and the sessions to recover.
+
+use chrono::{DateTime, Utc};
+use pm_application::sagas::{StoredRune, SAGAS};
+use pm_application::AppError;
+use pm_domain::actor::ActorRegistered;
+use pm_domain::saga::{Deadline, DeadlineKind, Instance, Recorded};
+use pm_domain::types::ActorKind;
+use uuid::Uuid;
+
+use crate::db::{Args, DbRow};
+use crate::processor::store::store_error;
+use crate::Database;
+
+/// The aggregate types of the saga instances, as an SQL list.
+pub(crate) const SAGA_TYPES: &str = "('session', 'agent', 'turn', 'plan')";
+
+fn corrupt(what: &str, e: impl std::fmt::Display) -> AppError {
+    AppError::Internal(format!("a stored {what} does not read back: {e}"))
+}
+
+/// Every rune of `conversation_id`, in log order.
+pub async fn runes(db: &Database, conversation_id: Uuid) -> Result<Vec<StoredRune>, AppError> {
+    let sql = format!(
+        "SELECT aggregate_type, aggregate_id, sequence, event_type, payload::text AS payload, \
+         metadata::text AS metadata FROM events \
+         WHERE conversation_id = $1::uuid AND aggregate_type IN {SAGA_TYPES} \
+         ORDER BY global_position"
+    );
+    let rows = db
+        .fetch_all(&sql, Args::new().uuid(conversation_id))
+        .await
+        .map_err(store_error)?;
+    rows.iter().map(rune).collect()
+}
+
+fn rune(row: &DbRow) -> Result<StoredRune, AppError> {
+    let aggregate_type = row.string("aggregate_type").map_err(store_error)?;
+    let id: Uuid = row
+        .string("aggregate_id")
+        .map_err(store_error)?
+        .parse()
+        .map_err(|e| corrupt("rune id", e))?;
+    let event_type = row.string("event_type").map_err(store_error)?;
+    let payload: serde_json::Value =
+        serde_json::from_str(&row.string("payload").map_err(store_error)?)
+            .map_err(|e| corrupt("rune payload", e))?;
+    let metadata: serde_json::Value =
+        serde_json::from_str(&row.string("metadata").map_err(store_error)?)
+            .map_err(|e| corrupt("rune metadata", e))?;
+    let recorded = Recorded::from_stored(&aggregate_type, id, &event_type, &payload)
+        .map_err(|e| corrupt("rune", e))?;
+    // Runes caused by a fact name its log position as their causation.
+    let cause = metadata
+        .get("causation_id")
+        .and_then(|c| c.as_str())
+        .and_then(|c| c.parse::<i64>().ok());
+    Ok(StoredRune {
+        recorded,
+        sequence: row.int("sequence").map_err(store_error)?,
+        cause,
+    })
+}
+
+/// The kind of a registered actor (from its `actor.registered` fact).
+pub async fn actor_kind(db: &Database, actor_id: Uuid) -> Result<Option<ActorKind>, AppError> {
+    let row = db
+        .fetch_optional(
+            "SELECT payload::text AS payload FROM events \
+             WHERE aggregate_type = 'actor' AND aggregate_id = $1 AND sequence = 1",
+            Args::new().text(actor_id.to_string()),
+        )
+        .await
+        .map_err(store_error)?;
+    let Some(row) = row else { return Ok(None) };
+    let fact: ActorRegistered = serde_json::from_str(&row.string("payload").map_err(store_error)?)
+        .map_err(|e| corrupt("actor", e))?;
+    Ok(Some(fact.kind))
+}
+
+/// The conversation of an agent.
+pub async fn agent_conversation(db: &Database, agent_id: Uuid) -> Result<Option<Uuid>, AppError> {
+    let row = db
+        .fetch_optional(
+            "SELECT conversation_id::text AS conversation_id FROM saga_agents WHERE id = $1::uuid",
+            Args::new().uuid(agent_id),
+        )
+        .await
+        .map_err(store_error)?;
+    row.map(|r| r.uuid("conversation_id"))
+        .transpose()
+        .map_err(store_error)
+}
+
+/// How many transactions have written saga state.
+pub async fn writes(db: &Database) -> Result<i64, AppError> {
+    let row = db
+        .fetch_optional(
+            "SELECT writes::bigint AS writes FROM processors WHERE name = $1",
+            Args::new().text(SAGAS),
+        )
+        .await
+        .map_err(store_error)?;
+    row.map_or(Ok(0), |r| r.int("writes").map_err(store_error))
+}
+
+const DEADLINE_COLUMNS: &str = "d.aggregate_type, d.aggregate_id::text AS aggregate_id, d.kind, \
+     d.conversation_id::text AS conversation_id, d.due_at, d.epoch";
+
+fn deadline(row: &DbRow) -> Result<(Uuid, Deadline), AppError> {
+    let aggregate_type = row.string("aggregate_type").map_err(store_error)?;
+    let id = row.uuid("aggregate_id").map_err(store_error)?;
+    let instance = Instance::from_parts(&aggregate_type, id)
+        .ok_or_else(|| corrupt("deadline", format!("aggregate type {aggregate_type}")))?;
+    let kind = row.string("kind").map_err(store_error)?;
+    let kind = DeadlineKind::parse(&kind).ok_or_else(|| corrupt("deadline", kind))?;
+    let deadline = Deadline {
+        instance,
+        kind,
+        due_at: row.time("due_at").map_err(store_error)?,
+        epoch: row.int("epoch").map_err(store_error)?,
+    };
+    Ok((row.uuid("conversation_id").map_err(store_error)?, deadline))
+}
+
+/// Deadlines due at `now`, oldest first.
+pub async fn due(
+    db: &Database,
+    now: DateTime<Utc>,
+    limit: u32,
+) -> Result<Vec<(Uuid, Deadline)>, AppError> {
+    let sql = format!(
+        "SELECT {DEADLINE_COLUMNS} FROM saga_deadlines d WHERE d.due_at <= $1::timestamptz \
+         ORDER BY d.due_at, d.aggregate_id LIMIT $2"
+    );
+    let rows = db
+        .fetch_all(&sql, Args::new().time(&now).int(i64::from(limit)))
+        .await
+        .map_err(store_error)?;
+    rows.iter().map(deadline).collect()
+}
+
+/// Open sessions that wait for the user or have a deadline due at `now`, each with all
+/// its deadlines.
+pub async fn recovering(
+    db: &Database,
+    now: DateTime<Utc>,
+) -> Result<Vec<(Uuid, Vec<Deadline>)>, AppError> {
+    let open = "s.state NOT IN ('closed', 'archived')";
+    let sessions = db
+        .fetch_all(
+            &format!(
+                "SELECT s.conversation_id::text AS conversation_id FROM saga_sessions s \
+                 WHERE {open} AND (s.conversation_state = 'waiting_user' OR EXISTS \
+                 (SELECT 1 FROM saga_deadlines d WHERE d.conversation_id = s.conversation_id \
+                  AND d.due_at <= $1::timestamptz)) ORDER BY s.created_at, s.conversation_id"
+            ),
+            Args::new().time(&now),
+        )
+        .await
+        .map_err(store_error)?;
+    let mut found: Vec<(Uuid, Vec<Deadline>)> = sessions
+        .iter()
+        .map(|r| r.uuid("conversation_id").map(|c| (c, Vec::new())))
+        .collect::<Result<_, _>>()
+        .map_err(store_error)?;
+    if found.is_empty() {
+        return Ok(found);
+    }
+    let rows = db
+        .fetch_all(
+            &format!(
+                "SELECT {DEADLINE_COLUMNS} FROM saga_deadlines d \
+                 JOIN saga_sessions s ON s.conversation_id = d.conversation_id WHERE {open}"
+            ),
+            Args::new(),
+        )
+        .await
+        .map_err(store_error)?;
+    let index: std::collections::HashMap<Uuid, usize> = found
+        .iter()
+        .enumerate()
+        .map(|(i, (c, _))| (*c, i))
+        .collect();
+    for row in &rows {
+        let (conversation, deadline) = deadline(row)?;
+        if let Some(i) = index.get(&conversation) {
+            found[*i].1.push(deadline);
+        }
+    }
+    Ok(found)
+}

@@ -1,0 +1,200 @@
+//! The three example programs of `pm-client` against a live service with their roles'
+//! tokens: each exits 0 and did what it says — checked in the service's state — and
+//! running the writers again writes nothing (they are idempotent).
+//!
+//! The programs are the ones `cargo test -p pm-client` (or `--workspace`) builds into
+//! `target/<profile>/examples/`; when they are missing or older than their sources, this
+//! test builds them with `cargo build -p pm-client --examples` first.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+use pm_client::{ids, ActorKind, CheckpointQuery, ConversationTaskQuery, MessageQuery, TaskStatus};
+use pm_tests::{on_both_backends, TestDb, TestService, ADMIN, ANALYST, INGRESS, LLM};
+
+use crate::support::{client, log_len, settle, start};
+
+/// Serializes the build of the examples between the tests of this binary.
+static BUILD: Mutex<()> = Mutex::new(());
+
+fn newest_source(dir: &Path) -> SystemTime {
+    let mut newest = SystemTime::UNIX_EPOCH;
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        let modified = if path.is_dir() {
+            newest_source(&path)
+        } else {
+            entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .unwrap_or(SystemTime::UNIX_EPOCH)
+        };
+        newest = newest.max(modified);
+    }
+    newest
+}
+
+/// The path of example `name`, built if missing or stale.
+fn example(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps/…");
+    let path = profile_dir.join("examples").join(name);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let sources = [
+        "client/src",
+        "client/examples",
+        "domain/src",
+        "application/src",
+    ]
+    .iter()
+    .map(|d| newest_source(&root.join(d)))
+    .max()
+    .unwrap_or(SystemTime::UNIX_EPOCH);
+    let _guard = BUILD
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let built = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
+    if built.is_none_or(|b| b < sources) {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut build = Command::new(cargo);
+        build.args(["build", "-p", "pm-client", "--examples"]);
+        if profile_dir.file_name().is_some_and(|p| p == "release") {
+            build.arg("--release");
+        }
+        let target = profile_dir.parent().expect("target dir");
+        let status = build
+            .env("CARGO_TARGET_DIR", target)
+            .current_dir(&root)
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building the examples failed");
+    }
+    path
+}
+
+/// Runs example `name` against `svc` with `token`; asserts exit 0 and returns its output.
+async fn run(svc: &TestService, name: &str, token: &str, args: &[&str]) -> String {
+    let path = example(name);
+    let mut command = Command::new(&path);
+    command
+        .args(args)
+        .env("PM_URL", &svc.base)
+        .env("PM_TOKEN", token)
+        .env("RUST_LOG", "warn");
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .expect("joined")
+        .expect("the example runs");
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "{name} failed ({}):\n{stdout}\n{stderr}",
+        output.status
+    );
+    stdout
+}
+
+async fn the_three_examples_do_what_they_say(db: TestDb) {
+    let svc = start(&db).await;
+    let thread = format!("thread-{}", db.kind);
+    let out = run(
+        &svc,
+        "ingress",
+        INGRESS,
+        &["--thread", &thread, "--messages", "3"],
+    )
+    .await;
+    let cid = ids::conversation_id("example", &thread);
+    assert!(
+        out.contains(&format!("conversation {cid} has 3 messages by Alice")),
+        "{out}"
+    );
+    assert!(out.contains("redelivered message 1"), "{out}");
+    let after_ingress = log_len(&svc).await;
+    assert_eq!(
+        after_ingress,
+        2 + 1 + 3,
+        "two actors, the conversation, three messages"
+    );
+    // A rerun (every delivery again) writes nothing.
+    run(
+        &svc,
+        "ingress",
+        INGRESS,
+        &["--thread", &thread, "--messages", "3"],
+    )
+    .await;
+    assert_eq!(log_len(&svc).await, after_ingress);
+
+    let args = ["--max-events", "3", "--timeout-secs", "60"];
+    let out = run(&svc, "llm_service", LLM, &args).await;
+    assert!(out.contains("answered 3 messages"), "{out}");
+    let after_llm = log_len(&svc).await;
+    assert_eq!(
+        after_llm,
+        after_ingress + 3 * 4,
+        "per message: reply, checkpoint, task, progress"
+    );
+    // Processing the same messages again (a restart from the start) writes nothing.
+    run(&svc, "llm_service", LLM, &args).await;
+    assert_eq!(log_len(&svc).await, after_llm);
+
+    let admin = client(&svc, ADMIN);
+    let (_, head) = settle(&svc).await;
+    let read = admin.at(head);
+    let conversation = read.conversation(cid).await.expect("conversation");
+    assert_eq!(conversation.message_count, 6);
+    assert_eq!(conversation.checkpoint_count, 3);
+    let assistant = ids::actor_id("example:assistant");
+    assert_eq!(
+        read.actor(assistant).await.expect("assistant").kind,
+        ActorKind::Ai
+    );
+    let replies = read
+        .messages(&MessageQuery::of(cid).actor_id(assistant))
+        .await
+        .expect("messages");
+    assert_eq!(replies.items.len(), 3);
+    let checkpoints = read
+        .checkpoints(&CheckpointQuery::of(cid))
+        .await
+        .expect("checkpoints");
+    assert!(checkpoints
+        .items
+        .iter()
+        .all(|c| c.checkpoint_type == pm_client::CheckpointType::BeginWork));
+    let tasks = read
+        .conversation_tasks(&ConversationTaskQuery::of(cid))
+        .await
+        .expect("tasks");
+    assert_eq!(tasks.items.len(), 3);
+    for t in &tasks.items {
+        assert_eq!(t.task.assigned_to, Some(assistant));
+        assert_eq!(
+            t.status,
+            TaskStatus::Latest(pm_client::TaskCheckpointType::WorkStarted)
+        );
+    }
+
+    let out = run(&svc, "analyst", ANALYST, &["--page-size", "2"]).await;
+    for line in [
+        "tasks WORK_STARTED: 3",
+        "tasks NOT_STARTED: 0",
+        "conversations: 1 in 1 page(s)",
+        "latest checkpoint BEGIN_WORK",
+        "stats: total 3 [WORK_STARTED 3]",
+        &format!("stats for {assistant}: total 3"),
+    ] {
+        assert!(out.contains(line), "{line:?} missing from:\n{out}");
+    }
+    assert_eq!(log_len(&svc).await, after_llm, "the analyst only reads");
+    svc.stop().await;
+}
+
+on_both_backends!(the_three_examples_do_what_they_say);

@@ -1,0 +1,43 @@
+//! Black-box tests of `pm-client`: the client against the real service on port 0, on
+//! SQLite and on a fresh PostgreSQL database — every command and read, idempotency,
+//! read-your-writes, the log and its follower across a service restart, and the three
+//! example programs.
+//!
+//! ```sh
+//! cargo test -p pm-client                # unit, wire and doc tests; builds the examples
+//! cargo test -p pm-tests --test client   # these (PostgreSQL from PM_TEST_PG_URL)
+//! ```
+//!
+//! The client is used as its users use it: through `pm_client` only (its re-exports of
+//! the service's types included); only starting the service goes through `pm_tests`.
+
+mod support;
+
+mod commands;
+mod events;
+mod examples;
+mod idempotency;
+mod pages;
+mod reads;
+mod resume;
+
+use futures::StreamExt;
+use pm_client::{Client, EventQuery};
+use pm_tests::{on_both_backends, TestDb, TestService};
+
+/// In open mode (no tokens configured) a client without a token may do everything, and
+/// the facts record the role `open`.
+async fn a_client_without_a_token_works_in_open_mode(db: TestDb) {
+    let svc = TestService::start(&db, "").await;
+    let c = Client::new(&svc.base).expect("client");
+    let w = support::world(&c, "open").await;
+    let actor = c.after(&w.message).actor(w.human.entity.id).await;
+    assert_eq!(actor.expect("actor"), w.human.entity);
+    let first = c.follow(EventQuery::new()).next().await;
+    let first = first.expect("an item").expect("an event");
+    let role = first.attributes.and_then(|a| a.role);
+    assert_eq!(role.as_deref(), Some("open"));
+    svc.stop().await;
+}
+
+on_both_backends!(a_client_without_a_token_works_in_open_mode);
