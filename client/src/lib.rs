@@ -9,13 +9,16 @@
 //!   most once. Failures are retried with backoff and jitter only when that is safe and
 //!   useful (`502`/`503`/`504`, connection failures, timeouts; honouring `Retry-After`),
 //!   never on a `4xx` ([`RetryPolicy`]).
-//! - **Reads** — every query of the API, typed ([`Reader`]), with filters, pages and
+//! - **Reads** — every query of the API, typed ([`Reader`]), the sagas' sessions, agents,
+//!   turns and anomalies included, with filters, pages and
 //!   [`Reader::walk`] over all pages; read-your-writes with [`Client::after`] /
 //!   [`Client::at`].
 //! - **The log** — JSON pages ([`Client::events`]) and a follower over Server-Sent
 //!   Events ([`Client::follow`]) that resumes with `Last-Event-ID` after a dropped
 //!   connection, never yielding an event twice or skipping one. Events are typed
 //!   ([`LogEvent`], [`EventContent`]).
+//! - **Operator controls** — pause, resume, archive a session, kill an agent
+//!   ([`Client::pause_session`], …).
 //! - **Ids offline** — [`ids`]: the UUIDv5 derivations of external identities.
 //! - **Errors** — one [`Error`]; the service's refusals carry its stable
 //!   [`code`](Error::code) ([`codes`]).
@@ -69,37 +72,48 @@
 //!
 //! ## The LLM service (role `llm`)
 //!
-//! Follows the log for people's messages and answers with decisions: an AI message, a
-//! `BEGIN_WORK` checkpoint, a task and its progress — then reads its writes back.
+//! Follows its work feed — the turns the sagas dispatch to agents — reads what each turn
+//! is for, and answers with the commands it already has: a conversation turn (a human
+//! message to answer) ends with a checkpoint, a task turn reports progress on its task.
 //!
 //! ```no_run
 //! use futures::StreamExt;
 //! use pm_client::{text, CheckpointType, Client, CreateConversationCheckpointInput,
-//!     CreateTaskInput, EventContent, EventQuery, Fact};
+//!     CreateTaskCheckpointInput, EventContent, EventQuery, TaskCheckpointType,
+//!     TurnDispatched, TurnInput, AGENT_TURN_DISPATCHED};
 //!
 //! # async fn run() -> Result<(), pm_client::Error> {
 //! let client = Client::from_env()?;
-//! let query = EventQuery::new().with_type("project_manager.message.added");
-//! let mut log = client.follow(query);
-//! while let Some(event) = log.next().await {
+//! let mut feed = client.follow(EventQuery::new().with_type(AGENT_TURN_DISPATCHED));
+//! while let Some(event) = feed.next().await {
 //!     let event = event?;
-//!     let EventContent::Fact(Fact::MessageAdded(message)) = &event.content else { continue };
-//!     let decision = client
-//!         .create_conversation_checkpoint(message.conversation_id, CreateConversationCheckpointInput {
-//!             checkpoint_type: CheckpointType::BeginWork,
-//!             summary: text(format!("Work on: {}", message.content.as_str()))?,
-//!         })
-//!         .causation_id(event.id().unwrap_or_default())
-//!         .await?;
-//!     let task = client
-//!         .create_task(message.conversation_id, CreateTaskInput {
-//!             checkpoint_id: decision.entity.id,
-//!             instructions: text("Reproduce and fix")?,
-//!             assigned_to: None,
-//!         })
-//!         .await?;
-//!     let view = client.after(&task).task(task.entity.id).await?;
-//!     println!("task {} is {}", view.task.task.id, view.task.status);
+//!     let EventContent::Other { data, .. } = &event.content else { continue };
+//!     let dispatched: TurnDispatched = data.parse()?;
+//!     let turn = client.at(event.position.clone()).turn(dispatched.turn_id).await?;
+//!     match turn.input {
+//!         TurnInput::Message { message_id } => {
+//!             // … answer the message as the conversation's ai actor, then decide:
+//!             client
+//!                 .create_conversation_checkpoint(turn.conversation_id, CreateConversationCheckpointInput {
+//!                     checkpoint_type: CheckpointType::BeginWork,
+//!                     summary: text(format!("Working on message {message_id}"))?,
+//!                 })
+//!                 .idempotency_key(format!("decide-{}", turn.id))
+//!                 .causation_id(event.id().unwrap_or_default())
+//!                 .await?;
+//!         }
+//!         TurnInput::Task { task_id } => {
+//!             let started = client
+//!                 .create_task_checkpoint(task_id, CreateTaskCheckpointInput {
+//!                     checkpoint_type: TaskCheckpointType::WorkStarted,
+//!                 })
+//!                 .idempotency_key(format!("start-{}", turn.id))
+//!                 .await?;
+//!             let view = client.after(&started).task(task_id).await?;
+//!             println!("task {task_id} is {}", view.task.status);
+//!         }
+//!         _ => {}
+//!     }
 //! }
 //! # Ok(()) }
 //! ```
@@ -134,6 +148,7 @@ mod admin;
 mod client;
 pub mod codes;
 mod commands;
+mod controls;
 mod error;
 mod events;
 mod http;
@@ -144,14 +159,15 @@ mod retry;
 
 pub use client::{Client, ClientBuilder, DEFAULT_URL};
 pub use commands::{CommandRequest, WriteStatus, Written};
+pub use controls::Controlled;
 pub use error::{BoxError, Error, Problem, TransportKind};
 pub use events::{
     EventAttributes, EventContent, EventPage, EventQuery, LogEvent, RawJson, Snapshot,
 };
 pub use position::{InvalidPosition, Position};
 pub use reads::{
-    CheckpointQuery, ConversationQuery, ConversationTaskQuery, ListQuery, MessageQuery, Paging,
-    Reader, TaskQuery,
+    AgentQuery, AnomalyQuery, CheckpointQuery, ConversationQuery, ConversationTaskQuery, ListQuery,
+    MessageQuery, Paging, Reader, TaskQuery, TurnQuery,
 };
 pub use retry::{is_retryable, parse_retry_after, RetryPolicy};
 
@@ -161,6 +177,7 @@ pub use pm_application::commands::{
     RegisterActorInput, StartConversationInput,
 };
 pub use pm_application::fact::Fact;
+pub use pm_application::views::{AgentView, AnomalyInstance, AnomalyView, SessionView, TurnView};
 pub use pm_application::views::{
     ConversationView, CycleTime, GroupKey, LatestCheckpoint, Page, ParkedEvent, ProcessorLag,
     ProcessorRecord, ProcessorReport, ReplicaView, RunnerView, StatsGroup, TaskCheckpointView,
@@ -170,6 +187,11 @@ pub use pm_domain::actor::ActorRegistered;
 pub use pm_domain::checkpoint::ConversationCheckpointCreated;
 pub use pm_domain::conversation::ConversationStarted;
 pub use pm_domain::message::MessageAdded;
+pub use pm_domain::saga::rune::agent::names::AGENT_TURN_DISPATCHED;
+pub use pm_domain::saga::rune::agent::TurnDispatched;
+pub use pm_domain::saga::{
+    AgentRole, AgentState, ConversationState, SessionState, TurnInput, TurnKind, TurnState,
+};
 pub use pm_domain::task::{TaskCheckpointCreated, TaskCreated};
 pub use pm_domain::types::{ActorKind, CheckpointType, TaskCheckpointType, TaskStatus};
 pub use pm_domain::{Label, NonEmptyText};

@@ -6,7 +6,8 @@ mod queries;
 
 use futures::{Stream, StreamExt, TryStreamExt};
 use pm_application::views::{
-    ConversationView, Page, StatsGroup, TaskCheckpointView, TaskDetail, TaskStatsView,
+    AgentView, AnomalyView, ConversationView, Page, SessionView, StatsGroup, TaskCheckpointView,
+    TaskDetail, TaskStatsView, TurnView,
 };
 use pm_domain::actor::ActorRegistered;
 use pm_domain::checkpoint::ConversationCheckpointCreated;
@@ -15,8 +16,8 @@ use serde::de::DeserializeOwned;
 use uuid::Uuid;
 
 pub use queries::{
-    CheckpointQuery, ConversationQuery, ConversationTaskQuery, ListQuery, MessageQuery, Paging,
-    TaskQuery,
+    AgentQuery, AnomalyQuery, CheckpointQuery, ConversationQuery, ConversationTaskQuery, ListQuery,
+    MessageQuery, Paging, TaskQuery, TurnQuery,
 };
 
 use crate::http::Call;
@@ -205,6 +206,56 @@ impl Reader {
     ) -> Result<TaskCheckpointView, Error> {
         let path = format!("/v1/tasks/{task_id}/checkpoints/{checkpoint_id}");
         self.get(path, Vec::new()).await
+    }
+
+    /// `GET /v1/sessions/{conversation_id}`: the conversation's session (lifecycle, FCMP
+    /// state, agents, whether it waits for the user).
+    ///
+    /// # Errors
+    /// `404 session_not_found`, and the [`Error`]s of any call.
+    pub async fn session(&self, conversation_id: Uuid) -> Result<SessionView, Error> {
+        self.get(format!("/v1/sessions/{conversation_id}"), Vec::new())
+            .await
+    }
+
+    /// `GET /v1/agents/{id}`: an agent, its active turn and its inbox.
+    ///
+    /// # Errors
+    /// `404 agent_not_found`, and the [`Error`]s of any call.
+    pub async fn agent(&self, id: Uuid) -> Result<AgentView, Error> {
+        self.get(format!("/v1/agents/{id}"), Vec::new()).await
+    }
+
+    /// `GET /v1/agents`: one page ([`AgentQuery`]).
+    ///
+    /// # Errors
+    /// The [`Error`]s of any call.
+    pub async fn agents(&self, query: &AgentQuery) -> Result<Page<AgentView>, Error> {
+        self.list(query).await
+    }
+
+    /// `GET /v1/turns/{id}`: a turn, what it is for (`input`) and how it ended.
+    ///
+    /// # Errors
+    /// `404 turn_not_found`, and the [`Error`]s of any call.
+    pub async fn turn(&self, id: Uuid) -> Result<TurnView, Error> {
+        self.get(format!("/v1/turns/{id}"), Vec::new()).await
+    }
+
+    /// `GET /v1/turns`: one page ([`TurnQuery`]).
+    ///
+    /// # Errors
+    /// The [`Error`]s of any call.
+    pub async fn turns(&self, query: &TurnQuery) -> Result<Page<TurnView>, Error> {
+        self.list(query).await
+    }
+
+    /// `GET /v1/anomalies`: one page ([`AnomalyQuery`]).
+    ///
+    /// # Errors
+    /// The [`Error`]s of any call.
+    pub async fn anomalies(&self, query: &AnomalyQuery) -> Result<Page<AnomalyView>, Error> {
+        self.list(query).await
     }
 
     /// `GET /v1/stats/tasks`: counts by status and cycle times, over all tasks

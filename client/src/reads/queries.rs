@@ -3,9 +3,10 @@
 //! [`Reader::walk`](crate::Reader::walk) serve them all.
 
 use chrono::{DateTime, Utc};
-use pm_application::views::{ConversationView, TaskView};
+use pm_application::views::{AgentView, AnomalyView, ConversationView, TaskView, TurnView};
 use pm_domain::checkpoint::ConversationCheckpointCreated;
 use pm_domain::message::MessageAdded;
+use pm_domain::saga::{AgentState, TurnState};
 use pm_domain::types::{CheckpointType, TaskStatus};
 use serde::de::DeserializeOwned;
 use uuid::Uuid;
@@ -203,4 +204,35 @@ list_query! { child
 list_query! { child
     /// `GET /v1/conversations/{id}/tasks`, by `created_at`, with derived status.
     ConversationTaskQuery => TaskView, "/v1/conversations/{}/tasks";
+}
+
+list_query! { root
+    /// `GET /v1/agents`, by `created_at`.
+    AgentQuery => AgentView, "/v1/agents";
+    /// Agents of this conversation.
+    conversation_id: Uuid => "conversation_id", Uuid::to_string;
+    /// Agents acting for this actor.
+    actor_id: Uuid => "actor_id", Uuid::to_string;
+    /// Agents in this state.
+    state: AgentState => "state", |s| s.as_str().into();
+}
+
+list_query! { root
+    /// `GET /v1/turns`, by `created_at`.
+    TurnQuery => TurnView, "/v1/turns";
+    /// Turns of this conversation.
+    conversation_id: Uuid => "conversation_id", Uuid::to_string;
+    /// Turns of this agent.
+    agent_id: Uuid => "agent_id", Uuid::to_string;
+    /// Turns for this task.
+    task_id: Uuid => "task_id", Uuid::to_string;
+    /// Turns in this state.
+    state: TurnState => "state", |s| s.as_str().into();
+}
+
+list_query! { root
+    /// `GET /v1/anomalies`, by `created_at`: inputs a saga had no edge for.
+    AnomalyQuery => AnomalyView, "/v1/anomalies";
+    /// Anomalies of this conversation.
+    conversation_id: Uuid => "conversation_id", Uuid::to_string;
 }

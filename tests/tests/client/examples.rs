@@ -11,7 +11,10 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::time::SystemTime;
 
-use pm_client::{ids, ActorKind, CheckpointQuery, ConversationTaskQuery, MessageQuery, TaskStatus};
+use pm_client::{
+    ids, ActorKind, AnomalyQuery, CheckpointQuery, ConversationTaskQuery, MessageQuery, TaskStatus,
+    TurnInput, TurnQuery, TurnState,
+};
 use pm_tests::{on_both_backends, TestDb, TestService, ADMIN, ANALYST, INGRESS, LLM};
 
 use crate::support::{client, log_len, settle, start};
@@ -132,14 +135,17 @@ async fn the_three_examples_do_what_they_say(db: TestDb) {
     .await;
     assert_eq!(log_len(&svc).await, after_ingress);
 
-    let args = ["--max-events", "3", "--timeout-secs", "60"];
+    let args = ["--max-turns", "6", "--timeout-secs", "60"];
     let out = run(&svc, "llm_service", LLM, &args).await;
-    assert!(out.contains("answered 3 messages"), "{out}");
+    assert!(
+        out.contains("worked 3 message turns and 3 task turns"),
+        "{out}"
+    );
     let after_llm = log_len(&svc).await;
     assert_eq!(
         after_llm,
-        after_ingress + 3 * 4,
-        "per message: reply, checkpoint, task, progress"
+        after_ingress + 3 * 5,
+        "per message: reply, checkpoint, task (its turn); started, completed (the task's turn)"
     );
     // Processing the same messages again (a restart from the start) writes nothing.
     run(&svc, "llm_service", LLM, &args).await;
@@ -178,17 +184,42 @@ async fn the_three_examples_do_what_they_say(db: TestDb) {
         assert_eq!(t.task.assigned_to, Some(assistant));
         assert_eq!(
             t.status,
-            TaskStatus::Latest(pm_client::TaskCheckpointType::WorkStarted)
+            TaskStatus::Latest(pm_client::TaskCheckpointType::WorkCompleted)
         );
     }
 
+    // The sagas ran the message turns one at a time to completion, with no anomaly.
+    let turns = read
+        .turns(&TurnQuery::new().conversation_id(cid))
+        .await
+        .expect("turns");
+    let answered: Vec<_> = turns
+        .items
+        .iter()
+        .filter(|t| matches!(t.input, TurnInput::Message { .. }))
+        .collect();
+    assert_eq!(answered.len(), 3, "{:?}", turns.items);
+    assert!(answered.iter().all(|t| t.state == TurnState::Completed));
+    let worked: Vec<_> = turns
+        .items
+        .iter()
+        .filter(|t| matches!(t.input, TurnInput::Task { .. }))
+        .collect();
+    assert_eq!(worked.len(), 3, "{:?}", turns.items);
+    assert!(worked.iter().all(|t| t.state == TurnState::Completed));
+    let anomalies = read
+        .anomalies(&AnomalyQuery::new().conversation_id(cid))
+        .await
+        .expect("anomalies");
+    assert!(anomalies.items.is_empty(), "{:?}", anomalies.items);
+
     let out = run(&svc, "analyst", ANALYST, &["--page-size", "2"]).await;
     for line in [
-        "tasks WORK_STARTED: 3",
+        "tasks WORK_COMPLETED: 3",
         "tasks NOT_STARTED: 0",
         "conversations: 1 in 1 page(s)",
         "latest checkpoint BEGIN_WORK",
-        "stats: total 3 [WORK_STARTED 3]",
+        "stats: total 3 [WORK_COMPLETED 3]",
         &format!("stats for {assistant}: total 3"),
     ] {
         assert!(out.contains(line), "{line:?} missing from:\n{out}");

@@ -20,6 +20,7 @@ mod idempotency;
 mod pages;
 mod reads;
 mod resume;
+mod sagas;
 
 use futures::StreamExt;
 use pm_client::{Client, EventQuery};
