@@ -1,0 +1,367 @@
+//! `pm-bench`: drives a running project-manager over HTTP with a realistic mix of
+//! commands and queries at a chosen concurrency and duration, measures the raw
+//! single-INSERT rate of the same PostgreSQL in the same run, and reports rates, the
+//! ratio to raw, latencies, projection and saga lag, SSE delivery, errors and the
+//! service's memory and CPU.
+//!
+//! ```sh
+//! pm-bench --url http://127.0.0.1:8080 --database-url postgres://postgres@127.0.0.1/bench \
+//!   --mix messages --concurrency 32 --duration 20s --subscribers 100 --json
+//! ```
+//!
+//! The raw baseline runs first, alone, for the same duration and concurrency (see
+//! [`raw`]); then the load. A progress line goes to stderr every second; the report to
+//! stdout (one JSON object with `--json`).
+
+mod mix;
+mod probes;
+mod process;
+mod raw;
+mod stats;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use pm_client::{Client, Position, RetryPolicy};
+use serde::Serialize;
+
+use mix::{Mix, Tally, Worker};
+use stats::{round, Percentiles};
+
+/// Command-line options.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Args {
+    /// The service's base URL.
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    url: String,
+    /// The PostgreSQL the raw INSERT rate is measured on (a scratch table
+    /// `pm_bench_raw` is created and dropped); without it no ratio is reported.
+    #[arg(long)]
+    database_url: Option<String>,
+    /// The workload.
+    #[arg(long, value_enum, default_value = "messages")]
+    mix: Mix,
+    /// Concurrent workers (and raw INSERT connections).
+    #[arg(long, default_value_t = 32)]
+    concurrency: usize,
+    /// How long the load (and the raw baseline) runs: `20s`, `2m`, `500ms`.
+    #[arg(long, default_value = "20s", value_parser = parse_duration)]
+    duration: Duration,
+    /// SSE subscribers following the whole log during the load.
+    #[arg(long, default_value_t = 0)]
+    subscribers: usize,
+    /// Total commands per second to aim at (0: as fast as the service answers).
+    #[arg(long, default_value_t = 0.0)]
+    rate: f64,
+    /// An admin token (the mixes use every role's commands and reads).
+    #[arg(long, env = "PM_BENCH_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// The service's pid for its RSS and CPU (default: the process listening on the
+    /// URL's port, when it runs on this machine).
+    #[arg(long)]
+    pid: Option<u32>,
+    /// Print one JSON object instead of the text report.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_duration(raw: &str) -> Result<Duration, String> {
+    let (n, unit) = raw
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .map_or((raw, "s"), |i| raw.split_at(i));
+    let n: f64 = n
+        .parse()
+        .map_err(|_| format!("{raw:?}: expected e.g. 20s, 2m, 500ms"))?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        _ => return Err(format!("{raw:?}: the unit is ms, s or m")),
+    };
+    if !(0.1..=86_400.0).contains(&secs) {
+        return Err(format!("{raw:?}: between 100ms and 24 h"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// The report.
+#[derive(Debug, Serialize)]
+struct Report {
+    mix: Mix,
+    concurrency: usize,
+    duration_s: f64,
+    subscribers: usize,
+    commands: u64,
+    commands_per_s: f64,
+    queries: u64,
+    queries_per_s: f64,
+    raw_inserts_per_s: Option<f64>,
+    ratio: Option<f64>,
+    latency_ms: Percentiles,
+    query_latency_ms: Percentiles,
+    projection_lag_ms: Percentiles,
+    saga_lag_ms: Percentiles,
+    saga_probes_missed: u64,
+    sse_delivery_ms: Percentiles,
+    errors: BTreeMap<String, u64>,
+    service: Option<process::Usage>,
+}
+
+fn client(args: &Args) -> Result<Client, pm_client::Error> {
+    let mut b = Client::builder(&args.url)
+        .retry(RetryPolicy::none())
+        .timeout(Duration::from_secs(30));
+    if let Some(t) = &args.token {
+        b = b.token(t);
+    }
+    b.build()
+}
+
+fn port_of(url: &str) -> Option<u16> {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split('/').next()?;
+    match authority.rsplit_once(':') {
+        Some((_, p)) => p.parse().ok(),
+        None => Some(if url.starts_with("https") { 443 } else { 80 }),
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse();
+    let c = client(&args)?;
+    let raw = match &args.database_url {
+        Some(url) => {
+            eprintln!(
+                "raw INSERT baseline: {} connections for {:?}",
+                args.concurrency, args.duration
+            );
+            Some(raw::measure(url, args.concurrency, args.duration).await?)
+        }
+        None => None,
+    };
+    eprintln!("setting up the bench world at {}", args.url);
+    let world = mix::world(&c).await?;
+    let head: Position = c
+        .add_message(world.conversation, mix::message(world.ai, None))
+        .await?
+        .position
+        .ok_or("the service answered a command without X-Event-Position")?;
+    let report = load(&args, &c, &world, head, raw).await?;
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print_text(&report);
+    }
+    Ok(())
+}
+
+async fn load(
+    args: &Args,
+    c: &Client,
+    world: &mix::World,
+    head: Position,
+    raw: Option<f64>,
+) -> Result<Report, Box<dyn std::error::Error>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicU64::new(0));
+    let failed = Arc::new(AtomicU64::new(0));
+    let pid = args
+        .pid
+        .or_else(|| port_of(&args.url).and_then(process::listening_on));
+    let usage = pid.map(|pid| tokio::spawn(process::watch(pid, stop.clone())));
+    let lag = tokio::spawn(probes::projection_lag(
+        c.clone(),
+        world.clone(),
+        stop.clone(),
+    ));
+    let sagas = tokio::spawn(probes::saga_lag(
+        c.clone(),
+        world.clone(),
+        head.clone(),
+        stop.clone(),
+    ));
+    let subs = (args.subscribers > 0).then(|| {
+        tokio::spawn(probes::subscribers(
+            c.clone(),
+            args.subscribers,
+            head.clone(),
+            stop.clone(),
+        ))
+    });
+    let started = Instant::now();
+    let workers: Vec<_> = (0..args.concurrency)
+        .map(|i| {
+            let (c, world, stop, done, failed) = (
+                c.clone(),
+                world.clone(),
+                stop.clone(),
+                done.clone(),
+                failed.clone(),
+            );
+            let role = args.mix.role(i);
+            let n = args.concurrency as f64;
+            let every = (args.rate > 0.0)
+                .then(|| Duration::from_secs_f64(args.concurrency as f64 / args.rate));
+            tokio::spawn(async move {
+                let mut tally = Tally::default();
+                let mut worker = Worker::default();
+                let mut pace = every.map(|every| {
+                    let offset = every.mul_f64(i as f64 / n);
+                    let mut t =
+                        tokio::time::interval_at(tokio::time::Instant::now() + offset, every);
+                    t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                    t
+                });
+                while !stop.load(Ordering::Relaxed) {
+                    if let Some(t) = pace.as_mut() {
+                        t.tick().await;
+                    }
+                    let errors_before = tally.errors.values().sum::<u64>();
+                    worker.step(i, role, &c, &world, &mut tally).await;
+                    if tally.errors.values().sum::<u64>() > errors_before {
+                        failed.fetch_add(1, Ordering::Relaxed);
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    } else {
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                tally
+            })
+        })
+        .collect();
+    let interactive = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    while started.elapsed() < args.duration {
+        tokio::time::sleep(Duration::from_secs(1).min(args.duration)).await;
+        let (n, e, s) = (
+            done.load(Ordering::Relaxed),
+            failed.load(Ordering::Relaxed),
+            started.elapsed().as_secs_f64(),
+        );
+        let line = format!(
+            "{:>5.1}s/{:.0}s  {n} requests  {:.0}/s  {e} errors",
+            s,
+            args.duration.as_secs_f64(),
+            n as f64 / s
+        );
+        if interactive {
+            eprint!("\r{line}   ");
+        } else {
+            eprintln!("{line}");
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let elapsed = started.elapsed().as_secs_f64();
+    if interactive {
+        eprintln!();
+    }
+    let mut tally = Tally::default();
+    for w in workers {
+        tally.merge(w.await?);
+    }
+    let lag = lag.await?;
+    let (saga, missed) = sagas.await?;
+    let sse = match subs {
+        Some(s) => s.await?.0,
+        None => stats::Samples::default(),
+    };
+    let service = match usage {
+        Some(u) => u.await?,
+        None => None,
+    };
+    let commands_per_s = round(tally.commands as f64 / elapsed);
+    Ok(Report {
+        mix: args.mix,
+        concurrency: args.concurrency,
+        duration_s: round(elapsed),
+        subscribers: args.subscribers,
+        commands: tally.commands,
+        commands_per_s,
+        queries: tally.queries,
+        queries_per_s: round(tally.queries as f64 / elapsed),
+        raw_inserts_per_s: raw.map(round),
+        ratio: raw
+            .filter(|r| *r > 0.0)
+            .map(|r| (commands_per_s / r * 1000.0).round() / 1000.0),
+        latency_ms: tally.command_ms.percentiles(),
+        query_latency_ms: tally.query_ms.percentiles(),
+        projection_lag_ms: lag.percentiles(),
+        saga_lag_ms: saga.percentiles(),
+        saga_probes_missed: missed,
+        sse_delivery_ms: sse.percentiles(),
+        errors: tally.errors,
+        service,
+    })
+}
+
+fn print_text(r: &Report) {
+    let p = |x: &Percentiles| {
+        format!(
+            "p50 {} / p90 {} / p99 {} / max {} ms ({})",
+            x.p50, x.p90, x.p99, x.max, x.count
+        )
+    };
+    println!(
+        "mix {:?}, concurrency {}, {} s",
+        r.mix, r.concurrency, r.duration_s
+    );
+    println!(
+        "commands: {} = {}/s   latency {}",
+        r.commands,
+        r.commands_per_s,
+        p(&r.latency_ms)
+    );
+    if r.queries > 0 {
+        println!(
+            "queries: {} = {}/s   latency {}",
+            r.queries,
+            r.queries_per_s,
+            p(&r.query_latency_ms)
+        );
+    }
+    if let (Some(raw), Some(ratio)) = (r.raw_inserts_per_s, r.ratio) {
+        println!("raw INSERT: {raw}/s   ratio {:.1}%", ratio * 100.0);
+    }
+    println!("projection lag: {}", p(&r.projection_lag_ms));
+    println!(
+        "saga lag (message -> dispatched turn on SSE): {} ({} missed)",
+        p(&r.saga_lag_ms),
+        r.saga_probes_missed
+    );
+    if r.subscribers > 0 {
+        println!(
+            "SSE delivery to {} subscribers: {}",
+            r.subscribers,
+            p(&r.sse_delivery_ms)
+        );
+    }
+    println!("errors: {:?}", r.errors);
+    match &r.service {
+        Some(u) => println!(
+            "service pid {}: peak RSS {} MiB (end {} MiB), CPU {}% of a core",
+            u.pid, u.peak_rss_mib, u.end_rss_mib, u.cpu_percent
+        ),
+        None => println!("service: not on this machine (or --pid not given)"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_ports() {
+        assert_eq!(parse_duration("20s"), Ok(Duration::from_secs(20)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("15"), Ok(Duration::from_secs(15)));
+        assert!(parse_duration("5h").is_err());
+        assert!(parse_duration("0s").is_err());
+        assert_eq!(port_of("http://127.0.0.1:18090"), Some(18090));
+        assert_eq!(port_of("http://localhost/x"), Some(80));
+    }
+}

@@ -1,0 +1,92 @@
+//! The raw limit: single-event `INSERT` transactions into an events-shaped table, from
+//! `concurrency` connections, on the same PostgreSQL as the service and in the same run.
+//! What the service's command rate is compared with.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sqlx::postgres::PgPoolOptions;
+use sqlx::{Executor, PgPool};
+
+/// The scratch table; created and dropped by [`measure`].
+const TABLE: &str = "pm_bench_raw";
+
+/// One event's worth of JSON, about the size of a message fact and its metadata.
+const PAYLOAD: &str =
+    r#"{"content":"hello from the benchmark","actor_id":"6c1f4a52-1d3e-4a5b-9f0e-3b1d2c4e5f60"}"#;
+const METADATA: &str =
+    r#"{"role":"ingress","correlation_id":"6c1f4a52-1d3e-4a5b-9f0e-3b1d2c4e5f60"}"#;
+
+/// Inserts per second over `duration` with `concurrency` connections, each `INSERT` its
+/// own transaction (autocommit), as the service's log is written.
+///
+/// # Errors
+/// When PostgreSQL cannot be reached or the table cannot be made.
+pub async fn measure(
+    database_url: &str,
+    concurrency: usize,
+    duration: Duration,
+) -> Result<f64, sqlx::Error> {
+    let pool = PgPoolOptions::new()
+        .max_connections(u32::try_from(concurrency).unwrap_or(u32::MAX))
+        .min_connections(u32::try_from(concurrency).unwrap_or(u32::MAX))
+        .connect(database_url)
+        .await?;
+    pool.execute(format!("DROP TABLE IF EXISTS {TABLE}").as_str())
+        .await?;
+    pool.execute(
+        format!(
+            "CREATE TABLE {TABLE} (aggregate_type text NOT NULL, aggregate_id text NOT NULL, \
+             sequence bigint NOT NULL, event_type text NOT NULL, event_version text NOT NULL, \
+             payload json NOT NULL, metadata json NOT NULL, \
+             global_position bigint GENERATED ALWAYS AS IDENTITY, \
+             PRIMARY KEY (aggregate_type, aggregate_id, sequence))"
+        )
+        .as_str(),
+    )
+    .await?;
+    let rate = run(&pool, concurrency, duration).await;
+    pool.execute(format!("DROP TABLE IF EXISTS {TABLE}").as_str())
+        .await?;
+    pool.close().await;
+    rate
+}
+
+async fn run(pool: &PgPool, concurrency: usize, duration: Duration) -> Result<f64, sqlx::Error> {
+    let done = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let sql = format!(
+        "INSERT INTO {TABLE} (aggregate_type, aggregate_id, sequence, event_type, \
+         event_version, payload, metadata) VALUES ('message', $1, 1, \
+         'project_manager.message.added', '1.0', $2::json, $3::json)"
+    );
+    let started = Instant::now();
+    let workers: Vec<_> = (0..concurrency)
+        .map(|_| {
+            let (pool, done, stop, sql) = (pool.clone(), done.clone(), stop.clone(), sql.clone());
+            tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    sqlx::query(&sql)
+                        .bind(uuid::Uuid::new_v4().to_string())
+                        .bind(PAYLOAD)
+                        .bind(METADATA)
+                        .execute(&pool)
+                        .await?;
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok::<(), sqlx::Error>(())
+            })
+        })
+        .collect();
+    tokio::time::sleep(duration).await;
+    stop.store(true, Ordering::Relaxed);
+    let elapsed = started.elapsed().as_secs_f64();
+    for worker in workers {
+        match worker.await {
+            Ok(result) => result?,
+            Err(e) => return Err(sqlx::Error::Protocol(format!("a raw worker died: {e}"))),
+        }
+    }
+    Ok(done.load(Ordering::Relaxed) as f64 / elapsed)
+}
