@@ -39,22 +39,38 @@ impl<T: DeserializeOwned> FromRequest<AppState> for JsonBody<T> {
                 "the body must be application/json",
             ));
         }
-        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
-            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "payload_too_large",
-                    format!("the body is larger than {} bytes", state.max_body_bytes),
-                )
-            } else {
-                ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    "malformed_json",
-                    rejection.body_text(),
-                )
-            }
-        })?;
+        let RawBody(bytes) = RawBody::from_request(req, state).await?;
         parse_json(&bytes).map(JsonBody)
+    }
+}
+
+/// A body of any type, read whole: `413 payload_too_large` over the limit, `400
+/// malformed_json` when it cannot be read.
+#[derive(Debug, Clone)]
+pub struct RawBody(pub Bytes);
+
+impl FromRequest<AppState> for RawBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
+        Bytes::from_request(req, state)
+            .await
+            .map(RawBody)
+            .map_err(|rejection| {
+                if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    ApiError::new(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        "payload_too_large",
+                        format!("the body is larger than {} bytes", state.max_body_bytes),
+                    )
+                } else {
+                    ApiError::new(
+                        StatusCode::BAD_REQUEST,
+                        "malformed_json",
+                        rejection.body_text(),
+                    )
+                }
+            })
     }
 }
 

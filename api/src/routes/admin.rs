@@ -80,8 +80,9 @@ pub async fn parked(
 /// `POST /v1/admin/projections/{name}/rebuild`: starts a blue-green rebuild in the
 /// background (`202 Accepted`); its progress shows in `GET /v1/admin/processors`.
 #[utoipa::path(post, path = "/v1/admin/projections/{name}/rebuild", tag = "admin", params(("name" = String, Path)),
-    responses((status = 202, description = "Rebuild started"), (status = 404, body = crate::error::Problem),
-              (status = 409, body = crate::error::Problem)))]
+    responses((status = 202, description = "Rebuild started"),
+              (status = 404, body = crate::error::Problem, description = "No projection of this name (`projection_not_found`)."),
+              (status = 409, body = crate::error::Problem, description = "A rebuild of this projection is already running (`rebuild_in_progress`).")))]
 pub async fn rebuild_projection(
     State(state): State<AppState>,
     Path(name): Path<String>,

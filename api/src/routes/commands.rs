@@ -114,7 +114,7 @@ fn answer<T: Serialize + Located>(outcome: Outcome<T>) -> Response {
 /// `POST /v1/actors` — `project_manager.actor.registered`.
 #[utoipa::path(post, path = "/v1/actors", tag = "commands", request_body = RegisterActorInput,
     responses((status = 201, body = ActorRegistered, description = "Registered"), (status = 200, body = ActorRegistered, description = "Identical repeat"),
-              (status = 409, body = crate::error::Problem), (status = 422, body = crate::error::Problem)))]
+              (status = 409, body = crate::error::Problem, description = "An actor with this `external_identity` exists with other content (`already_exists`).")))]
 pub async fn register_actor(
     State(state): State<AppState>,
     Ctx(ctx): Ctx,
@@ -127,7 +127,8 @@ pub async fn register_actor(
 /// `POST /v1/conversations` — `project_manager.conversation.started`.
 #[utoipa::path(post, path = "/v1/conversations", tag = "commands", request_body = StartConversationInput,
     responses((status = 201, body = ConversationStarted, description = "Started"), (status = 200, body = ConversationStarted, description = "Identical repeat"),
-              (status = 409, body = crate::error::Problem), (status = 422, body = crate::error::Problem)))]
+              (status = 409, body = crate::error::Problem, description = "A conversation with this `external_source` and `external_id` exists with other content (`conversation_exists`)."),
+              (status = 422, body = crate::error::Problem, description = "An `actor_ids` entry is not a registered actor (`actor_not_found`).")))]
 pub async fn start_conversation(
     State(state): State<AppState>,
     Ctx(ctx): Ctx,
@@ -142,8 +143,8 @@ pub async fn start_conversation(
 /// `POST /v1/conversations/{id}/checkpoints` — `project_manager.conversation.checkpoint.created`.
 #[utoipa::path(post, path = "/v1/conversations/{id}/checkpoints", tag = "commands", request_body = CreateConversationCheckpointInput,
     params(("id" = Uuid, Path, description = "conversation id")),
-    responses((status = 201, body = ConversationCheckpointCreated, description = "Created"), (status = 404, body = crate::error::Problem),
-              (status = 409, body = crate::error::Problem), (status = 422, body = crate::error::Problem)))]
+    responses((status = 201, body = ConversationCheckpointCreated, description = "Created"),
+              (status = 404, body = crate::error::Problem, description = "The path names no conversation (`conversation_not_found`).")))]
 pub async fn create_conversation_checkpoint(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -162,8 +163,10 @@ pub async fn create_conversation_checkpoint(
 /// `POST /v1/conversations/{id}/tasks` — `project_manager.task.created`.
 #[utoipa::path(post, path = "/v1/conversations/{id}/tasks", tag = "commands", request_body = CreateTaskInput,
     params(("id" = Uuid, Path, description = "conversation id")),
-    responses((status = 201, body = TaskCreated, description = "Created"), (status = 404, body = crate::error::Problem),
-              (status = 409, body = crate::error::Problem), (status = 422, body = crate::error::Problem)))]
+    responses((status = 201, body = TaskCreated, description = "Created"),
+              (status = 404, body = crate::error::Problem, description = "The path names no conversation (`conversation_not_found`)."),
+              (status = 422, body = crate::error::Problem, description = "`checkpoint_id` names no checkpoint (`checkpoint_not_found`), one of another conversation \
+                (`checkpoint_conversation_mismatch`) or one that is not `BEGIN_WORK` (`checkpoint_not_begin_work`); `assigned_to` is not a registered actor (`actor_not_found`).")))]
 pub async fn create_task(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -182,8 +185,8 @@ pub async fn create_task(
 /// `POST /v1/tasks/{id}/checkpoints` — `project_manager.task.checkpoint.created`.
 #[utoipa::path(post, path = "/v1/tasks/{id}/checkpoints", tag = "commands", request_body = CreateTaskCheckpointInput,
     params(("id" = Uuid, Path, description = "task id")),
-    responses((status = 201, body = TaskCheckpointCreated, description = "Created"), (status = 404, body = crate::error::Problem),
-              (status = 409, body = crate::error::Problem), (status = 422, body = crate::error::Problem)))]
+    responses((status = 201, body = TaskCheckpointCreated, description = "Created"),
+              (status = 404, body = crate::error::Problem, description = "The path names no task (`task_not_found`).")))]
 pub async fn create_task_checkpoint(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -203,8 +206,9 @@ pub async fn create_task_checkpoint(
 #[utoipa::path(post, path = "/v1/conversations/{id}/messages", tag = "commands", request_body = AddMessageInput,
     params(("id" = Uuid, Path, description = "conversation id")),
     responses((status = 201, body = MessageAdded, description = "Added"), (status = 200, body = MessageAdded, description = "Identical repeat"),
-              (status = 404, body = crate::error::Problem), (status = 409, body = crate::error::Problem),
-              (status = 422, body = crate::error::Problem)))]
+              (status = 404, body = crate::error::Problem, description = "The path names no conversation (`conversation_not_found`)."),
+              (status = 409, body = crate::error::Problem, description = "A message with this `external_identity` exists with other content (`already_exists`)."),
+              (status = 422, body = crate::error::Problem, description = "`actor_id` is not a registered actor (`actor_not_found`); `task_id` names no task of this conversation (`task_not_found`).")))]
 pub async fn add_message(
     State(state): State<AppState>,
     Path(id): Path<String>,

@@ -78,9 +78,15 @@ fn parse_query(
 }
 
 /// `GET /v1/events`.
-#[utoipa::path(get, path = "/v1/events", tag = "events", params(EventsQuery),
-    responses((status = 200, description = "A JSON page, or an SSE stream with Accept: text/event-stream", body = EventPage),
-              (status = 400, body = crate::error::Problem)))]
+#[utoipa::path(get, path = "/v1/events", tag = "events",
+    params(EventsQuery,
+        ("Last-Event-ID" = Option<String>, Header, pattern = "^[0-9]+([.][0-9]+)?$",
+         description = "Resume after this position (the last SSE `id` received); `cursor` wins when both are given")),
+    responses((status = 200, description = "With `Accept: text/event-stream`, Server-Sent Events: each `id: <position>`, \
+        `event: <type>`, `data: <CloudEvent JSON>` (with `conversation_id`, first an `event: snapshot` without `id` \
+        whose data is a `SessionSnapshot`), and a `: keep-alive` comment every 15 s. Otherwise a JSON page.",
+        content((EventPage = "application/json"),
+                (String = "text/event-stream", example = "id: 1\nevent: project_manager.actor.registered\ndata: {\"specversion\":\"1.0\"}\n\n")))))]
 pub async fn events(
     State(state): State<AppState>,
     ApiQuery(q): ApiQuery<EventsQuery>,

@@ -3,7 +3,6 @@
 //! operators' controls — pause, resume, archive a session, kill an agent — which answer
 //! `409` with a stable code when the machine has no edge for them.
 
-use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -23,7 +22,7 @@ use uuid::Uuid;
 use super::commands::EVENT_POSITION;
 use super::queries::{page_request, uuid_param, ListParams};
 use crate::error::{invalid_position, ApiError};
-use crate::extract::{parse_json, path_uuid, ApiQuery, Ctx};
+use crate::extract::{parse_json, path_uuid, ApiQuery, Ctx, RawBody};
 use crate::state::AppState;
 
 /// Filters of `GET /v1/agents`.
@@ -308,12 +307,12 @@ async fn session_control(
     params(("conversation_id" = Uuid, Path)), request_body(content = Option<PauseBody>, content_type = "application/json"),
     responses((status = 200, body = SessionView, description = "The paused session"),
               (status = 404, body = crate::error::Problem), (status = 409, body = crate::error::Problem,
-               description = "session_transition_not_allowed: the session is not active")))]
+               description = "The session is not active (`session_transition_not_allowed`).")))]
 pub async fn pause(
     State(state): State<AppState>,
     ctx: Ctx,
     Path(id): Path<String>,
-    body: Bytes,
+    RawBody(body): RawBody,
 ) -> Result<Response, ApiError> {
     let body: PauseBody = if body.iter().all(u8::is_ascii_whitespace) {
         PauseBody::default()
@@ -332,7 +331,7 @@ pub async fn pause(
     params(("conversation_id" = Uuid, Path)),
     responses((status = 200, body = SessionView, description = "The resumed session"),
               (status = 404, body = crate::error::Problem), (status = 409, body = crate::error::Problem,
-               description = "session_transition_not_allowed: the session is neither paused nor suspended")))]
+               description = "The session is neither paused nor suspended (`session_transition_not_allowed`).")))]
 pub async fn resume(
     State(state): State<AppState>,
     ctx: Ctx,
@@ -346,7 +345,7 @@ pub async fn resume(
     params(("conversation_id" = Uuid, Path)),
     responses((status = 200, body = SessionView, description = "The archived session"),
               (status = 404, body = crate::error::Problem), (status = 409, body = crate::error::Problem,
-               description = "session_transition_not_allowed: the session is not closed")))]
+               description = "The session is not closed (`session_transition_not_allowed`).")))]
 pub async fn archive(
     State(state): State<AppState>,
     ctx: Ctx,
@@ -360,7 +359,7 @@ pub async fn archive(
 #[utoipa::path(post, path = "/v1/agents/{id}/kill", tag = "sagas", params(("id" = Uuid, Path)),
     responses((status = 200, body = AgentView, description = "The terminated agent"),
               (status = 404, body = crate::error::Problem), (status = 409, body = crate::error::Problem,
-               description = "agent_transition_not_allowed: the agent is already terminated or failed")))]
+               description = "The agent is already terminated or failed (`agent_transition_not_allowed`).")))]
 pub async fn kill(
     State(state): State<AppState>,
     ctx: Ctx,

@@ -1,6 +1,7 @@
 //! Black-box tests: the real service on port 0 against SQLite and a fresh PostgreSQL
 //! database, driven over HTTP.
 
+mod documented;
 mod reads;
 mod support;
 
@@ -14,6 +15,8 @@ mod events;
 mod exactly_once;
 mod idempotency;
 mod openapi;
+mod openapi_errors;
+mod openapi_spec;
 mod ops;
 mod pagination;
 mod poison;

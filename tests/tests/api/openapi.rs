@@ -4,32 +4,11 @@
 //! from what the service serializes.
 
 use pm_tests::{on_both_backends, TestDb, TestService, ADMIN};
-use serde_json::{json, Value};
+use serde_json::json;
 
+use crate::documented::assert_documented;
 use crate::reads::{post, read};
 use crate::support::{config, message, task_checkpoint, world};
-
-/// Validates `answer` against the documented schema of `method path` for `status`.
-fn assert_documented(doc: &Value, method: &str, path: &str, status: u16, answer: &Value) {
-    let content = &doc["paths"][path][method]["responses"][status.to_string()]["content"];
-    let schema = content
-        .get("application/json")
-        .or_else(|| content.get("application/problem+json"))
-        .map(|c| c["schema"].clone())
-        .unwrap_or_else(|| panic!("{method} {path} documents no {status} JSON answer"));
-    let mut root = schema;
-    root["components"] = doc["components"].clone();
-    let validator = jsonschema::validator_for(&root)
-        .unwrap_or_else(|e| panic!("schema of {method} {path} {status} does not compile: {e}"));
-    let errors: Vec<String> = validator
-        .iter_errors(answer)
-        .map(|e| format!("{} at {}", e, e.instance_path()))
-        .collect();
-    assert!(
-        errors.is_empty(),
-        "{method} {path} {status} answered outside its documented schema: {errors:?}\nanswer: {answer}"
-    );
-}
 
 async fn query_answers_match_the_document(db: TestDb) {
     let svc = TestService::start_with(config(&db)).await;

@@ -1,0 +1,78 @@
+//! Who may call an endpoint, and the middleware that enforces it: `401` without a known
+//! token, `403` for a role the endpoint does not allow (admin may do everything).
+
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use crate::auth::{Caller, Role};
+use crate::state::AppState;
+
+/// The roles of a command endpoint of ingress services.
+pub const INGRESS: &[Role] = &[Role::Ingress];
+/// The roles of a command endpoint of the LLM service.
+pub const LLM: &[Role] = &[Role::Llm];
+/// The roles of a command endpoint of both writers.
+pub const INGRESS_LLM: &[Role] = &[Role::Ingress, Role::Llm];
+/// Readers: every role may read (analysts exist for it; writers may read back).
+pub const READERS: &[Role] = &[Role::Ingress, Role::Llm, Role::Analyst];
+
+/// Who may call an endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// No token needed: health, readiness, metrics, the OpenAPI document.
+    Open,
+    /// Every role: the queries and the event stream.
+    Read,
+    /// A command of these roles (and admin); `Idempotency-Key` is honoured.
+    Command(&'static [Role]),
+    /// Operators only (admin).
+    Admin,
+}
+
+impl Access {
+    /// The roles allowed through, admin first; empty for [`Access::Open`].
+    pub fn roles(self) -> Vec<Role> {
+        let others: &[Role] = match self {
+            Self::Open => return Vec::new(),
+            Self::Read => READERS,
+            Self::Command(roles) => roles,
+            Self::Admin => &[],
+        };
+        std::iter::once(Role::Admin)
+            .chain(others.iter().copied())
+            .collect()
+    }
+
+    /// Whether a role may be refused (`403`): every role but admin is allowed to read.
+    pub fn may_forbid(self) -> bool {
+        matches!(self, Self::Command(_) | Self::Admin)
+    }
+}
+
+/// Future of the guard middleware.
+pub type GuardFuture = std::pin::Pin<Box<dyn std::future::Future<Output = Response> + Send>>;
+
+/// Middleware letting only `roles` (and admin) through.
+pub fn guard(
+    roles: &'static [Role],
+) -> impl Fn(State<AppState>, Request, Next) -> GuardFuture + Clone + Send + 'static {
+    move |State(state): State<AppState>, req: Request, next: Next| {
+        Box::pin(async move {
+            let (mut parts, body) = req.into_parts();
+            let caller =
+                match <Caller as axum::extract::FromRequestParts<AppState>>::from_request_parts(
+                    &mut parts, &state,
+                )
+                .await
+                {
+                    Ok(caller) => caller,
+                    Err(e) => return e.into_response(),
+                };
+            if let Err(e) = caller.require(roles) {
+                return e.into_response();
+            }
+            next.run(Request::from_parts(parts, body)).await
+        })
+    }
+}

@@ -1,0 +1,185 @@
+//! Every endpoint of API.md in one table: method, path (as `/openapi.json` documents it),
+//! who may call it, and its handler. The router is built from it, and the OpenAPI
+//! document takes each operation's security and roles from it, so the two cannot drift.
+
+use axum::http::Method;
+use axum::routing::{get, post, MethodRouter};
+
+use super::access::{Access, INGRESS, INGRESS_LLM, LLM};
+use super::{admin, commands, events, ops, queries, sagas};
+use crate::state::AppState;
+
+/// One endpoint.
+pub struct Endpoint {
+    /// The HTTP method.
+    pub method: Method,
+    /// The path template (`{name}` for a path parameter).
+    pub path: &'static str,
+    /// Who may call it.
+    pub access: Access,
+    /// The handler, without its guard.
+    pub route: MethodRouter<AppState>,
+}
+
+fn ep(
+    method: Method,
+    path: &'static str,
+    access: Access,
+    route: MethodRouter<AppState>,
+) -> Endpoint {
+    Endpoint {
+        method,
+        path,
+        access,
+        route,
+    }
+}
+
+/// Every endpoint.
+pub fn endpoints() -> Vec<Endpoint> {
+    use Access::{Admin, Command, Open, Read};
+    use Method as M;
+    vec![
+        ep(
+            M::POST,
+            "/v1/actors",
+            Command(INGRESS),
+            post(commands::register_actor),
+        ),
+        ep(M::GET, "/v1/actors/{id}", Read, get(queries::actor)),
+        ep(
+            M::POST,
+            "/v1/conversations",
+            Command(INGRESS),
+            post(commands::start_conversation),
+        ),
+        ep(
+            M::GET,
+            "/v1/conversations",
+            Read,
+            get(queries::conversations),
+        ),
+        ep(
+            M::GET,
+            "/v1/conversations/{id}",
+            Read,
+            get(queries::conversation),
+        ),
+        ep(
+            M::POST,
+            "/v1/conversations/{id}/checkpoints",
+            Command(LLM),
+            post(commands::create_conversation_checkpoint),
+        ),
+        ep(
+            M::GET,
+            "/v1/conversations/{id}/checkpoints",
+            Read,
+            get(queries::checkpoints),
+        ),
+        ep(
+            M::POST,
+            "/v1/conversations/{id}/tasks",
+            Command(LLM),
+            post(commands::create_task),
+        ),
+        ep(
+            M::GET,
+            "/v1/conversations/{id}/tasks",
+            Read,
+            get(queries::conversation_tasks),
+        ),
+        ep(
+            M::POST,
+            "/v1/conversations/{id}/messages",
+            Command(INGRESS_LLM),
+            post(commands::add_message),
+        ),
+        ep(
+            M::GET,
+            "/v1/conversations/{id}/messages",
+            Read,
+            get(queries::messages),
+        ),
+        ep(
+            M::GET,
+            "/v1/conversations/{id}/checkpoints/{child}",
+            Read,
+            get(queries::checkpoint),
+        ),
+        ep(
+            M::GET,
+            "/v1/conversations/{id}/messages/{child}",
+            Read,
+            get(queries::message),
+        ),
+        ep(
+            M::GET,
+            "/v1/tasks/{id}/checkpoints/{child}",
+            Read,
+            get(queries::task_checkpoint),
+        ),
+        ep(M::GET, "/v1/tasks", Read, get(queries::tasks)),
+        ep(M::GET, "/v1/tasks/{id}", Read, get(queries::task)),
+        ep(
+            M::POST,
+            "/v1/tasks/{id}/checkpoints",
+            Command(LLM),
+            post(commands::create_task_checkpoint),
+        ),
+        ep(M::GET, "/v1/stats/tasks", Read, get(queries::task_stats)),
+        ep(
+            M::GET,
+            "/v1/admin/processors",
+            Admin,
+            get(admin::processors),
+        ),
+        ep(
+            M::GET,
+            "/v1/admin/processors/{name}/parked",
+            Admin,
+            get(admin::parked),
+        ),
+        ep(
+            M::POST,
+            "/v1/admin/projections/{name}/rebuild",
+            Admin,
+            post(admin::rebuild_projection),
+        ),
+        ep(
+            M::GET,
+            "/v1/sessions/{conversation_id}",
+            Read,
+            get(sagas::session),
+        ),
+        ep(
+            M::POST,
+            "/v1/sessions/{conversation_id}/pause",
+            Admin,
+            post(sagas::pause),
+        ),
+        ep(
+            M::POST,
+            "/v1/sessions/{conversation_id}/resume",
+            Admin,
+            post(sagas::resume),
+        ),
+        ep(
+            M::POST,
+            "/v1/sessions/{conversation_id}/archive",
+            Admin,
+            post(sagas::archive),
+        ),
+        ep(M::GET, "/v1/agents", Read, get(sagas::agents)),
+        ep(M::GET, "/v1/agents/{id}", Read, get(sagas::agent)),
+        ep(M::POST, "/v1/agents/{id}/kill", Admin, post(sagas::kill)),
+        ep(M::GET, "/v1/turns", Read, get(sagas::turns)),
+        ep(M::GET, "/v1/turns/{id}", Read, get(sagas::turn)),
+        ep(M::GET, "/v1/anomalies", Read, get(sagas::anomalies)),
+        ep(M::GET, "/v1/events", Read, get(events::events)),
+        ep(M::GET, "/healthz", Open, get(ops::healthz)),
+        ep(M::GET, "/readyz", Open, get(ops::readyz)),
+        ep(M::GET, "/metrics", Open, get(ops::metrics)),
+        ep(M::GET, "/openapi.json", Open, get(ops::openapi)),
+    ]
+}
