@@ -15,6 +15,7 @@ mod exactly_once;
 mod idempotency;
 mod openapi;
 mod ops;
+mod ops_conventions;
 mod pagination;
 mod poison;
 mod processors;
