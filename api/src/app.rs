@@ -88,7 +88,8 @@ pub struct Application {
 }
 
 /// The process-wide Prometheus recorder (installed once, shared by every application in
-/// the process — tests run several).
+/// the process — tests run several), with the [metrics catalogue](crate::metrics)
+/// registered in it.
 pub fn metrics_handle() -> PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
     HANDLE
@@ -110,6 +111,7 @@ pub fn metrics_handle() -> PrometheusHandle {
             if metrics::set_global_recorder(recorder).is_err() {
                 tracing::warn!("a metrics recorder was already installed; /metrics may be empty");
             }
+            crate::metrics::register();
             handle
         })
         .clone()

@@ -3,21 +3,17 @@
 //! test harnesses can build the very same binary (`pm-tests`' `pm-test-server`).
 
 use clap::Parser;
-use tracing_subscriber::EnvFilter;
 
 use crate::config::Command;
 use crate::{Application, Config};
 
-/// Runs the binary: logs to stderr (`RUST_LOG`), parses flags and environment, and runs
-/// the chosen subcommand. The exit code says whether it succeeded.
+/// Runs the binary: parses flags and environment (`--version` and `--help` print and
+/// exit; a value that does not parse exits with clap's message), logs to stderr
+/// (`RUST_LOG`, `PM_LOG_FORMAT`), and runs the chosen subcommand. The exit code says
+/// whether it succeeded.
 pub async fn run() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| EnvFilter::new("info,sqlx::postgres::notice=warn")),
-        )
-        .init();
     let config = Config::parse();
+    crate::logging::init(config.log_format);
     let result = match config.command {
         Some(Command::Migrate) => migrate(&config).await,
         Some(Command::Rebuild { ref name }) => rebuild(&config, name).await,

@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 
 use crate::auth::Tokens;
+use crate::logging::LogFormat;
 
 /// The largest saga setting (seconds, or errors): about three years.
 const MAX_SAGA_SETTING: u64 = 100_000_000;
@@ -93,6 +94,10 @@ pub struct Config {
     /// (its messages then speak for the root agent); unset, any `ai` author does.
     #[arg(long, env = "PM_DEFAULT_LLM_ACTOR")]
     pub default_llm_actor: Option<uuid::Uuid>,
+
+    /// Log format on stderr: `text` (human-readable) or `json` (one object per line).
+    #[arg(long, env = "PM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
 
     /// What to do (default: serve).
     #[command(subcommand)]

@@ -12,6 +12,8 @@ pub mod config;
 pub mod error;
 pub mod extract;
 pub mod failpoint;
+pub mod logging;
+pub mod metrics;
 pub mod openapi;
 pub mod routes;
 pub mod serve;

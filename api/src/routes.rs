@@ -20,7 +20,8 @@ use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::MethodRouter;
 use axum::Router;
-use tower_http::trace::TraceLayer;
+use tower_http::trace::{DefaultOnResponse, TraceLayer};
+use tracing::Level;
 
 use crate::auth::Role;
 use crate::error::ApiError;
@@ -70,9 +71,28 @@ pub fn router(state: AppState) -> Router {
             )
         })
         .layer(middleware::from_fn(record_metrics))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(request_span)
+                .on_response(DefaultOnResponse::new().level(Level::INFO)),
+        )
         .layer(middleware::from_fn(correlate))
-        .layer(TraceLayer::new_for_http())
         .with_state(state)
+}
+
+/// The span every request's log lines are logged in: method, path and the correlation id
+/// ([`correlate`] runs first and sets it).
+fn request_span(req: &Request) -> tracing::Span {
+    let correlation_id = req
+        .extensions()
+        .get::<CorrelationId>()
+        .map_or("", |c| c.0.as_str());
+    tracing::info_span!(
+        "request",
+        method = %req.method(),
+        path = %req.uri().path(),
+        correlation_id,
+    )
 }
 
 /// Gives every request a correlation id (from `X-Correlation-Id`, else `X-Request-Id`,

@@ -36,12 +36,12 @@ fn sigterm_closes_event_streams_and_exits_cleanly() {
         .env("PM_BIND", "127.0.0.1:0")
         .env("RUST_LOG", "info")
         .env_remove("PM_AUTH_TOKENS")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("binary starts");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut lines = BufReader::new(stdout).lines();
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = BufReader::new(stderr).lines();
     let addr = lines
         .by_ref()
         .map_while(Result::ok)

@@ -7,6 +7,7 @@
 mod follow;
 mod query;
 mod raw;
+mod sequence;
 
 use chrono::{DateTime, Utc};
 use pm_application::fact::{Fact, FactError};
@@ -47,7 +48,8 @@ pub struct EventAttributes {
     pub subject: String,
     /// When it was recorded (server time).
     pub time: Option<DateTime<Utc>>,
-    /// Its sequence in its aggregate's stream (1-based).
+    /// Its sequence in its aggregate's stream (1-based; the `sequence` extension, a
+    /// string of digits on the wire).
     pub sequence: i64,
     /// The fact's `event_version`.
     pub event_version: Option<String>,
@@ -176,6 +178,7 @@ pub(crate) struct WireEvent {
     time: Option<String>,
     data: Box<RawValue>,
     position: Position,
+    #[serde(deserialize_with = "sequence::deserialize")]
     sequence: i64,
     eventversion: Option<String>,
     correlationid: Option<String>,

@@ -59,7 +59,8 @@ pub fn server_binary() -> PathBuf {
         })
 }
 
-/// Removes ANSI colour sequences (the service logs in colour even into a file).
+/// Removes ANSI colour sequences (the service logs in colour only to a terminal; this
+/// keeps logs of other builds readable too).
 pub fn strip_ansi(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars();
@@ -77,6 +78,16 @@ pub fn strip_ansi(text: &str) -> String {
     out
 }
 
+/// The address of a `listening` log line, text (`… listening addr=127.0.0.1:4711 …`) or
+/// JSON (`{"fields":{"message":"… listening","addr":"127.0.0.1:4711"},…}`).
+fn listening_addr(line: &str) -> Option<SocketAddr> {
+    if let Ok(json) = serde_json::from_str::<serde_json::Value>(line) {
+        return json["fields"]["addr"].as_str()?.parse().ok();
+    }
+    let addr = line.split("addr=").nth(1)?.split_whitespace().next()?;
+    addr.trim_matches('"').parse().ok()
+}
+
 /// Variables the service reads that a test's own environment must not leak into it.
 const CLEARED: &[&str] = &[
     "DATABASE_URL",
@@ -91,6 +102,7 @@ const CLEARED: &[&str] = &[
     "PM_MAX_CONNECTIONS",
     "PM_HEADER_READ_TIMEOUT_MS",
     "PM_IDLE_TIMEOUT_MS",
+    "PM_LOG_FORMAT",
 ];
 
 /// A running (or ended) service process.
@@ -183,9 +195,7 @@ impl ServiceProcess {
             let found = log
                 .lines()
                 .filter(|l| l.contains("listening"))
-                .find_map(|l| l.split("addr=").nth(1))
-                .and_then(|a| a.split_whitespace().next())
-                .and_then(|a| a.trim_matches('"').parse::<SocketAddr>().ok());
+                .find_map(listening_addr);
             if let Some(addr) = found {
                 self.addr = Some(addr);
                 self.api = Some(Api::new(format!("http://{addr}")));

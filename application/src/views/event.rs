@@ -28,8 +28,9 @@ pub struct CloudEvent {
     pub data: Value,
     /// Its position in the log (pass it back as `cursor` or `Last-Event-ID`).
     pub position: String,
-    /// Its sequence in its aggregate's stream.
-    pub sequence: i64,
+    /// Its sequence in its aggregate's stream (1-based), as a string of digits: the
+    /// CloudEvents sequence extension is a string.
+    pub sequence: String,
     /// The fact's `event_version`.
     pub eventversion: String,
     /// The correlation id of the request (or fact) that caused it.
@@ -63,7 +64,7 @@ impl From<&LoggedEvent> for CloudEvent {
             datacontenttype: "application/json".into(),
             data: e.payload.clone(),
             position: e.position.to_string(),
-            sequence: e.sequence,
+            sequence: e.sequence.to_string(),
             eventversion: e.event_version.clone(),
             correlationid: meta("correlation_id"),
             causationid: meta("causation_id"),

@@ -10,7 +10,7 @@ pub(crate) fn cloud_event(position: &str, event_type: &str, data: &str) -> Strin
         r#"{{"specversion":"1.0","id":"task:0190:2","source":"/project-manager/task/0190",
         "type":"{event_type}","subject":"0190","time":"2026-11-22T05:35:27.123456Z",
         "datacontenttype":"application/json","data":{data},"position":"{position}",
-        "sequence":2,"eventversion":"1.0","correlationid":"c-1","causationid":"k-1",
+        "sequence":"2","eventversion":"1.0","correlationid":"c-1","causationid":"k-1",
         "role":"llm","conversationid":"0190a0b0-0000-7000-8000-000000000001"}}"#
     )
 }
@@ -130,4 +130,18 @@ fn the_snapshot_is_typed_with_an_opaque_session() {
         Some(r#"{"state":"active"}"#)
     );
     assert!(LogEvent::from_snapshot(r#"{"cursor":"0"}"#).is_err());
+}
+
+#[test]
+fn sequence_is_a_string_of_digits_or_a_number() {
+    let json = cloud_event("3", "turn.started", "{}");
+    let read =
+        |json: &str| LogEvent::from_cloud_event(json).map(|e| e.attributes.map(|a| a.sequence));
+    assert_eq!(read(&json).expect("string"), Some(2));
+    let number = json.replace(r#""sequence":"2""#, r#""sequence":7"#);
+    assert_eq!(read(&number).expect("number"), Some(7));
+    for bad in [r#""""#, r#""-1""#, r#""2x""#, r#""0""#, "null"] {
+        let json = json.replace(r#""sequence":"2""#, &format!(r#""sequence":{bad}"#));
+        assert!(read(&json).is_err(), "sequence {bad} was accepted");
+    }
 }

@@ -9,7 +9,7 @@ use pm_tests::{on_both_backends, TestDb, TestService, ADMIN};
 use serde_json::json;
 
 use crate::support::{
-    actor, conversation, created, events_page, task_checkpoint, wait_events, world,
+    actor, conversation, created, events_page, sequence, task_checkpoint, wait_events, world,
 };
 
 async fn concurrent_task_checkpoints_all_commit_in_sequence(db: TestDb) {
@@ -25,10 +25,7 @@ async fn concurrent_task_checkpoints_all_commit_in_sequence(db: TestDb) {
         w.conversation
     );
     let events = wait_events(&svc, &query, 50).await;
-    let sequences: Vec<u64> = events
-        .iter()
-        .map(|e| e["sequence"].as_u64().expect("sequence"))
-        .collect();
+    let sequences: Vec<u64> = events.iter().map(sequence).collect();
     assert_eq!(
         sequences,
         (2..=51).collect::<Vec<_>>(),
@@ -150,10 +147,7 @@ async fn postgres_two_replicas_racing_on_one_task() {
         w.conversation
     );
     let events = wait_events(&a, &query, 40).await;
-    let sequences: Vec<u64> = events
-        .iter()
-        .map(|e| e["sequence"].as_u64().expect("sequence"))
-        .collect();
+    let sequences: Vec<u64> = events.iter().map(sequence).collect();
     assert_eq!(sequences, (2..=41).collect::<Vec<_>>());
     a.stop().await;
     b.stop().await;

@@ -60,7 +60,7 @@ async fn acknowledged_facts_survive_a_restart(db: TestDb) {
     let checkpoints = wait_events(&svc, &query, 8).await;
     let last = checkpoints.last().expect("a checkpoint");
     assert_eq!(last["data"]["id"], r.id().as_str());
-    assert_eq!(last["sequence"], 9);
+    assert_eq!(last["sequence"], "9", "sequence is a string");
     assert_eq!(last["position"].as_str(), r.header("x-event-position"));
     // Commands whose preconditions look up entities written before the restart.
     let new_task = task(&svc, &w.conversation, &w.begin_work).await;

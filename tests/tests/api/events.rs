@@ -53,7 +53,11 @@ fn assert_cloud_event(event: &Value, answer: &Response, kind: &str, subject: &st
         answer.header("x-event-position"),
         "position is X-Event-Position"
     );
-    assert_eq!(event["sequence"], seq, "{event}");
+    assert_eq!(
+        event["sequence"],
+        seq.to_string(),
+        "sequence is a string: {event}"
+    );
     assert!(event["correlationid"].is_string(), "{event}");
 }
 

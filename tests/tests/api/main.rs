@@ -18,6 +18,7 @@ mod openapi;
 mod openapi_errors;
 mod openapi_spec;
 mod ops;
+mod ops_conventions;
 mod pagination;
 mod poison;
 mod processors;

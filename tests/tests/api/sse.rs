@@ -123,6 +123,11 @@ fn assert_is(got: &SseEvent, event: &Value) {
         "event is the type"
     );
     assert_eq!(&got.json(), event, "data is the CloudEvent");
+    assert!(
+        got.json()["sequence"].is_string(),
+        "the sequence extension is a string: {}",
+        got.data
+    );
 }
 
 async fn events_stream_in_order_and_live(db: TestDb) {

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use crate::reads::{
     actor, all_items, caught_up, checkpoint, conversation, ids, read, task, task_checkpoint,
 };
-use crate::support::wait_events;
+use crate::support::{sequence, wait_events};
 
 const TYPES: [&str; 5] = [
     "WORK_STARTED",
@@ -110,9 +110,9 @@ async fn racing_checkpoints_on_many_tasks(db: TestDb) {
     let mut logged: BTreeMap<String, BTreeMap<u64, String>> = BTreeMap::new();
     for e in &events {
         let task = e["data"]["task_id"].as_str().expect("task_id").to_string();
-        let sequence = e["sequence"].as_u64().expect("sequence");
+        let seq = sequence(e);
         let kind = e["data"]["type"].as_str().expect("type").to_string();
-        logged.entry(task).or_default().insert(sequence, kind);
+        logged.entry(task).or_default().insert(seq, kind);
     }
     let last = positions.last().expect("a position");
     let mut statuses = Vec::new();

@@ -272,3 +272,15 @@ pub fn event_of<'a>(events: &'a [Value], id: &str) -> &'a Value {
         .find(|e| e["data"]["id"] == id)
         .unwrap_or_else(|| panic!("no event with data.id {id}"))
 }
+
+/// A CloudEvent's `sequence` extension: a string of digits (CloudEvents' sequence
+/// extension is a string), as a number.
+///
+/// # Panics
+/// When it is missing, not a string, or not digits.
+pub fn sequence(event: &Value) -> u64 {
+    event["sequence"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("sequence is not a string of digits: {event}"))
+}

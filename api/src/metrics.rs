@@ -1,0 +1,212 @@
+//! The service's metrics catalogue: every metric `GET /metrics` shows, described (`# HELP`,
+//! `# TYPE`) and registered at zero when the recorder is installed, so a scrape right after
+//! the start shows zeros instead of gaps. Labelled metrics are registered for the label
+//! values known in advance (processors, aggregates, fact types); the HTTP metrics appear
+//! with the first request, since their labels are its method, route and status.
+
+use cqrs_es::Aggregate;
+use pm_application::sagas::SAGAS;
+use pm_domain::actor::{Actor, ActorRegistered};
+use pm_domain::checkpoint::{ConversationCheckpoint, ConversationCheckpointCreated};
+use pm_domain::conversation::{Conversation, ConversationStarted};
+use pm_domain::message::{Message, MessageAdded};
+use pm_domain::task::{Task, TaskCheckpointCreated, TaskCreated};
+use pm_infrastructure::read_model::READ_MODEL;
+
+/// What a metric is, for its `# TYPE` line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A monotonic count.
+    Counter,
+    /// A value that goes up and down.
+    Gauge,
+    /// A distribution in buckets.
+    Histogram,
+}
+
+/// One metric of the catalogue.
+#[derive(Debug, Clone, Copy)]
+pub struct Metric {
+    /// Its name.
+    pub name: &'static str,
+    /// Its kind.
+    pub kind: Kind,
+    /// Its `# HELP` text.
+    pub help: &'static str,
+    /// The label it is broken down by, and that label's values known at start.
+    pub label: Option<(&'static str, &'static [&'static str])>,
+}
+
+/// The processors of every replica.
+const PROCESSORS: &[&str] = &[READ_MODEL, SAGAS];
+
+/// The aggregate types commands write to.
+const AGGREGATES: &[&str] = &[
+    Actor::TYPE,
+    Conversation::TYPE,
+    ConversationCheckpoint::TYPE,
+    Message::TYPE,
+    Task::TYPE,
+];
+
+/// The fact types of the domain.
+const FACT_TYPES: &[&str] = &[
+    ActorRegistered::NAME,
+    ConversationStarted::NAME,
+    ConversationCheckpointCreated::NAME,
+    MessageAdded::NAME,
+    TaskCreated::NAME,
+    TaskCheckpointCreated::NAME,
+];
+
+/// Every metric the service records.
+pub const CATALOGUE: &[Metric] = &[
+    Metric {
+        name: "http_requests_total",
+        kind: Kind::Counter,
+        help: "HTTP requests answered, by method, route and status.",
+        label: None,
+    },
+    Metric {
+        name: "http_request_duration_seconds",
+        kind: Kind::Histogram,
+        help: "Time to answer an HTTP request, by method, route and status.",
+        label: None,
+    },
+    Metric {
+        name: "pm_http_connections",
+        kind: Kind::Gauge,
+        help: "HTTP connections open now.",
+        label: None,
+    },
+    Metric {
+        name: "pm_http_connections_rejected_total",
+        kind: Kind::Counter,
+        help: "HTTP connections turned away with 503 because PM_MAX_CONNECTIONS were open.",
+        label: None,
+    },
+    Metric {
+        name: "pm_facts_appended_total",
+        kind: Kind::Counter,
+        help: "Facts appended to the log, by fact type.",
+        label: Some(("type", FACT_TYPES)),
+    },
+    Metric {
+        name: "pm_append_batch_events",
+        kind: Kind::Histogram,
+        help: "Appends committed together in one group-commit transaction (PostgreSQL).",
+        label: None,
+    },
+    Metric {
+        name: "pm_command_conflicts_total",
+        kind: Kind::Counter,
+        help: "Commands that lost an optimistic-concurrency race and were tried again, by aggregate type.",
+        label: Some(("aggregate", AGGREGATES)),
+    },
+    Metric {
+        name: "pm_processor_lag_events",
+        kind: Kind::Gauge,
+        help: "Events in the log the processor has not handled yet, by processor.",
+        label: Some(("processor", PROCESSORS)),
+    },
+    Metric {
+        name: "pm_processor_events_total",
+        kind: Kind::Counter,
+        help: "Events the processor has handled, by processor.",
+        label: Some(("processor", PROCESSORS)),
+    },
+    Metric {
+        name: "pm_processor_parked_total",
+        kind: Kind::Counter,
+        help: "Poison events the processor has parked, by processor.",
+        label: Some(("processor", PROCESSORS)),
+    },
+    Metric {
+        name: "pm_processor_batch_events",
+        kind: Kind::Histogram,
+        help: "Events per batch the processor read from the log, by processor.",
+        label: Some(("processor", PROCESSORS)),
+    },
+    Metric {
+        name: "pm_log_head_position",
+        kind: Kind::Gauge,
+        help: "The log's head position (checked every second).",
+        label: None,
+    },
+    Metric {
+        name: "pm_log_held_back_seconds",
+        kind: Kind::Gauge,
+        help: "How long the append holding the log's order lock has held it (new events wait behind it), in seconds.",
+        label: None,
+    },
+    Metric {
+        name: "pm_saga_deadlines_fired_total",
+        kind: Kind::Counter,
+        help: "Saga deadlines (session and turn timeouts) that fired.",
+        label: None,
+    },
+    Metric {
+        name: "pm_saga_recoveries_total",
+        kind: Kind::Counter,
+        help: "Saga recoveries: in-flight sessions restarted when this replica took the sagas over.",
+        label: None,
+    },
+];
+
+/// Describes every metric of the [`CATALOGUE`] and registers each at zero (for each known
+/// label value). Call once, after the recorder is installed.
+pub fn register() {
+    for metric in CATALOGUE {
+        describe(metric);
+        match metric.label {
+            // HTTP metrics have no known label values: their series come with requests.
+            None if metric.name.starts_with("http_") => {}
+            None => register_series(metric, Vec::new()),
+            Some((label, values)) => {
+                for value in values {
+                    register_series(metric, vec![::metrics::Label::new(label, *value)]);
+                }
+            }
+        }
+    }
+}
+
+fn describe(metric: &Metric) {
+    let (name, help) = (metric.name, metric.help);
+    match metric.kind {
+        Kind::Counter => ::metrics::describe_counter!(name, help),
+        Kind::Gauge => ::metrics::describe_gauge!(name, help),
+        Kind::Histogram => ::metrics::describe_histogram!(name, help),
+    }
+}
+
+fn register_series(metric: &Metric, labels: Vec<::metrics::Label>) {
+    let name = metric.name;
+    match metric.kind {
+        Kind::Counter => ::metrics::counter!(name, labels).increment(0),
+        Kind::Gauge => ::metrics::gauge!(name, labels).set(0.0),
+        // A registered histogram without samples renders its buckets at zero.
+        Kind::Histogram => drop(::metrics::histogram!(name, labels)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_conventional() {
+        let mut names: Vec<_> = CATALOGUE.iter().map(|m| m.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), CATALOGUE.len());
+        for m in CATALOGUE {
+            assert_eq!(
+                m.name.ends_with("_total"),
+                m.kind == Kind::Counter,
+                "{}",
+                m.name
+            );
+        }
+    }
+}
