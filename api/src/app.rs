@@ -11,6 +11,7 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use pm_application::bus::CommandBus;
 use pm_application::clock::{Clock, SystemClock};
 use pm_application::commands::Commands;
+use pm_application::log::tail::LogTail;
 use pm_application::log::LogReader;
 use pm_application::processor::{ProcessorRunner, ProcessorStore, RunnerOptions};
 use pm_application::queries::Queries;
@@ -210,6 +211,7 @@ impl Application {
         let state = AppState::new(Shared {
             commands: Arc::new(commands),
             log: log.clone(),
+            tail: LogTail::new(),
             queries: Queries::new(
                 ReadModel::new(db.clone()),
                 SagaReads::new(db.clone()),
@@ -276,6 +278,11 @@ impl Application {
         let purge = spawn_idempotency_purge(self.state.idempotency.clone(), token.clone());
         let upkeep = spawn_metrics_upkeep(self.state.metrics.clone(), token.clone());
         let monitor = spawn_log_monitor(self.state.log.clone(), token.clone());
+        let tail = tokio::spawn(self.state.tail.clone().run(
+            self.state.log.clone(),
+            self.state.log_poll,
+            token.clone(),
+        ));
         let runner = tokio::spawn(self.runner.run(token.clone()));
         let (saga_runner, scheduler) = self.sagas;
         let saga_runner = tokio::spawn(saga_runner.run(token.clone()));
@@ -295,6 +302,7 @@ impl Application {
         purge.abort();
         upkeep.abort();
         monitor.abort();
+        tail.abort();
         for (task, name) in [
             (runner, "read-model processor"),
             (saga_runner, "saga processor"),

@@ -151,6 +151,24 @@ pub const CATALOGUE: &[Metric] = &[
         help: "Saga recoveries: in-flight sessions restarted when this replica took the sagas over.",
         label: None,
     },
+    Metric {
+        name: "pm_log_tail_events_total",
+        kind: Kind::Counter,
+        help: "Events the process's log tail read and broadcast to its SSE streams.",
+        label: None,
+    },
+    Metric {
+        name: "pm_sse_catch_up_reads_total",
+        kind: Kind::Counter,
+        help: "Log reads of SSE streams behind the tail (resuming, or after a gap).",
+        label: None,
+    },
+    Metric {
+        name: "pm_sse_streams_lagged_total",
+        kind: Kind::Counter,
+        help: "SSE streams ended with event: lagged, having fallen too far behind the tail.",
+        label: None,
+    },
 ];
 
 /// Describes every metric of the [`CATALOGUE`] and registers each at zero (for each known

@@ -43,6 +43,8 @@ pub struct Shared {
     pub commands: Arc<Commands<PmStore>>,
     /// The global log.
     pub log: DbLogReader,
+    /// The process's one reader of the log's tail, feeding every SSE stream.
+    pub tail: pm_application::log::tail::LogTail,
     /// `Idempotency-Key` answers.
     pub idempotency: DbIdempotencyStore,
     /// The database (health checks).

@@ -10,6 +10,8 @@ use uuid::Uuid;
 
 use crate::AppError;
 
+pub mod tail;
+
 /// An event's place in the global log: a number that grows in commit order (appends take
 /// one lock until they commit, so the number each row is given is also the order in which
 /// rows become visible — a reader can never see a later position before an earlier one).

@@ -11,6 +11,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures::Stream;
+use pm_application::log::tail::Fit;
 use pm_application::log::{EventFilter, LogPosition, LogReader, LoggedEvent};
 use pm_application::processor::ProcessorStore;
 use pm_application::queries::{check_in_log, AgentFilter, SagaReadStore, TurnFilter};
@@ -18,6 +19,7 @@ use pm_application::sagas::SAGAS;
 use pm_application::views::{CloudEvent, List, Page, PageCursor, PageRequest, SessionSnapshot};
 use pm_application::AppError;
 use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast::error::RecvError;
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
@@ -188,15 +190,22 @@ async fn snapshot(
     })
 }
 
+/// Events a catching-up stream reads from the store at once.
+const CATCH_UP_PAGE: u32 = 500;
+
 /// The SSE stream: a snapshot first when filtered by conversation, then every event
-/// after `cursor`, woken by the doorbell and polling; ends at shutdown.
+/// after `cursor` — read from the store while the stream is behind the process's log
+/// tail, then from the tail's broadcast (filtered in memory); ends at shutdown, or with
+/// an `event: lagged` when the stream fell too far behind the tail (resume with
+/// `Last-Event-ID`).
 fn stream(
     state: AppState,
     mut cursor: LogPosition,
     filter: EventFilter,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
     async_stream::stream! {
-        let mut doorbell = state.log.doorbell();
+        // Subscribed before catching up, so that no batch falls between the two.
+        let mut tail = state.tail.subscribe();
         if let Some(conversation_id) = filter.conversation_id {
             // FCMP: a conversation stream starts with the session's state.
             let snapshot = match snapshot(&state, conversation_id, cursor).await {
@@ -210,25 +219,67 @@ fn stream(
                 .event("snapshot")
                 .data(serde_json::to_string(&snapshot).unwrap_or_default()));
         }
-        loop {
-            doorbell.borrow_and_update();
-            match state.log.read_after(cursor, &filter, 500).await {
-                Ok(events) if !events.is_empty() => {
-                    for e in &events {
-                        yield Ok(sse_event(e));
+        'catch_up: loop {
+            // Behind the tail: read the store until a short page. Everything up to the
+            // head read before the page has then been seen, matching or not.
+            loop {
+                let head = state.log.head().await;
+                match state.log.read_after(cursor, &filter, CATCH_UP_PAGE).await {
+                    Ok(events) => {
+                        metrics::counter!("pm_sse_catch_up_reads_total").increment(1);
+                        for e in &events {
+                            yield Ok(sse_event(e));
+                        }
+                        if let Some(last) = events.last() {
+                            cursor = last.position;
+                        }
+                        if events.len() < CATCH_UP_PAGE as usize {
+                            if let Ok(head) = head {
+                                cursor = cursor.max(head);
+                            }
+                            break;
+                        }
                     }
-                    if let Some(last) = events.last() {
-                        cursor = last.position;
+                    Err(e) => {
+                        tracing::warn!(error = %e, "event stream could not read the log; retrying");
+                        tokio::select! {
+                            _ = state.shutdown.cancelled() => break 'catch_up,
+                            _ = tokio::time::sleep(state.log_poll) => {}
+                        }
                     }
-                    continue;
                 }
-                Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "event stream could not read the log; retrying"),
             }
-            tokio::select! {
-                _ = state.shutdown.cancelled() => break,
-                _ = doorbell.changed() => {}
-                _ = tokio::time::sleep(state.log_poll) => {}
+            // At the tail: take its batches.
+            loop {
+                let batch = tokio::select! {
+                    _ = state.shutdown.cancelled() => break 'catch_up,
+                    batch = tail.recv() => batch,
+                };
+                match batch {
+                    Ok(batch) => match batch.fit(cursor) {
+                        Fit::Seen => {}
+                        Fit::Gap => continue 'catch_up,
+                        Fit::Deliver(events) => {
+                            for e in events {
+                                if filter.matches(&e.event_type, e.conversation_id) {
+                                    yield Ok(sse_event(e));
+                                }
+                            }
+                            cursor = batch.last();
+                        }
+                    },
+                    Err(RecvError::Lagged(_)) => {
+                        metrics::counter!("pm_sse_streams_lagged_total").increment(1);
+                        yield Ok(Event::default()
+                            .event("lagged")
+                            .id(cursor.to_string())
+                            .data(format!(
+                                "{{\"reason\":\"the stream fell behind the log tail\",\"resume_after\":\"{cursor}\"}}"
+                            )));
+                        break 'catch_up;
+                    }
+                    Err(RecvError::Closed) => break 'catch_up,
+                }
             }
         }
     }

@@ -212,6 +212,11 @@ impl Resume {
 
     /// Types a received event and decides whether it is new.
     pub(crate) fn admit(&mut self, sse: &SseEvent) -> Admit {
+        if sse.event == "lagged" {
+            // The service ends a stream that fell too far behind its log tail; the
+            // follower reconnects after the last event it yielded.
+            return Admit::Skip;
+        }
         if sse.event == "snapshot" {
             if std::mem::replace(&mut self.snapshot_seen, true) {
                 return Admit::Skip;

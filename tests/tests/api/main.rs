@@ -27,6 +27,7 @@ mod rebuild;
 mod saga_deadlines;
 mod sagas;
 mod sse;
+mod sse_fanout;
 mod stats;
 mod status;
 mod task_queries;

@@ -142,3 +142,16 @@ fn reconnects_back_off_and_honour_retry_after() {
         Duration::from_secs(30)
     );
 }
+
+#[test]
+fn a_lagged_notice_is_not_an_event_and_keeps_the_resume_point() {
+    let mut resume = Resume::new(None);
+    assert_eq!(position(&resume.admit(&rune("4"))), Some("4"));
+    let lagged = sse(
+        "lagged",
+        "4",
+        r#"{"reason":"the stream fell behind the log tail","resume_after":"4"}"#.into(),
+    );
+    assert!(matches!(resume.admit(&lagged), Admit::Skip));
+    assert_eq!(resume.last_event_id().map(Position::as_str), Some("4"));
+}

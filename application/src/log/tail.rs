@@ -1,0 +1,183 @@
+//! One reader of the log's tail per process. Every live SSE stream is fed from it: the
+//! tail reads each new stretch of the log once (woken by the doorbell, or polling) and
+//! broadcasts it as a [`Batch`]; each stream applies its own filter in memory. A stream
+//! reads the store itself only while it is behind the tail (catching up from its
+//! `Last-Event-ID`, or after a gap).
+//!
+//! The broadcast never waits for a subscriber: one that falls more than
+//! [`CAPACITY`] batches behind loses its place ([`tokio::sync::broadcast`]'s `Lagged`)
+//! and is ended by the stream with a clear last event, to resume with `Last-Event-ID`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+use super::{EventFilter, LogPosition, LogReader, LoggedEvent};
+
+/// Batches the broadcast keeps for subscribers that are behind.
+pub const CAPACITY: usize = 256;
+
+/// Events the tail reads at once.
+const PAGE: u32 = 1000;
+
+/// A stretch of the log: every event after `after`, in log order, up to the last one.
+#[derive(Debug)]
+pub struct Batch {
+    /// The position the batch continues from (exclusive).
+    pub after: LogPosition,
+    /// The events, at least one.
+    pub events: Vec<LoggedEvent>,
+}
+
+/// Where a batch stands with a subscriber at `cursor`.
+#[derive(Debug, PartialEq)]
+pub enum Fit<'a> {
+    /// The subscriber has seen all of it.
+    Seen,
+    /// It starts after the subscriber's cursor: what lies between must be read from the
+    /// store first.
+    Gap,
+    /// The events after the cursor.
+    Deliver(&'a [LoggedEvent]),
+}
+
+impl Batch {
+    /// The position of its last event.
+    pub fn last(&self) -> LogPosition {
+        self.events.last().map_or(self.after, |e| e.position)
+    }
+
+    /// What a subscriber at `cursor` takes of it.
+    pub fn fit(&self, cursor: LogPosition) -> Fit<'_> {
+        if self.last() <= cursor {
+            Fit::Seen
+        } else if self.after > cursor {
+            Fit::Gap
+        } else {
+            let from = self.events.partition_point(|e| e.position <= cursor);
+            Fit::Deliver(&self.events[from..])
+        }
+    }
+}
+
+/// The process's reader of the log's tail (cheap to clone).
+#[derive(Debug, Clone)]
+pub struct LogTail {
+    tx: broadcast::Sender<Arc<Batch>>,
+}
+
+impl Default for LogTail {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LogTail {
+    /// A tail without its reader yet: subscribe now, [`run`](LogTail::run) it later.
+    pub fn new() -> Self {
+        let (tx, _) = broadcast::channel(CAPACITY);
+        Self { tx }
+    }
+
+    /// Reads the log from its head on, broadcasting every new stretch, until `shutdown`.
+    pub async fn run<L: LogReader>(self, log: L, poll: Duration, shutdown: CancellationToken) {
+        let mut doorbell = log.doorbell();
+        let mut cursor = loop {
+            match log.head().await {
+                Ok(head) => break head,
+                Err(e) => {
+                    tracing::warn!(error = %e, "the log tail could not read the head; retrying")
+                }
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(poll) => {}
+            }
+        };
+        let all = EventFilter::default();
+        loop {
+            doorbell.borrow_and_update();
+            match log.read_after(cursor, &all, PAGE).await {
+                Ok(events) if !events.is_empty() => {
+                    let batch = Batch {
+                        after: cursor,
+                        events,
+                    };
+                    cursor = batch.last();
+                    metrics::counter!("pm_log_tail_events_total")
+                        .increment(batch.events.len() as u64);
+                    // Without subscribers the batch is simply not kept.
+                    let _ = self.tx.send(Arc::new(batch));
+                    continue;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "the log tail could not read the log; retrying")
+                }
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = doorbell.changed() => {}
+                _ = tokio::time::sleep(poll) => {}
+            }
+        }
+    }
+
+    /// Batches from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Batch>> {
+        self.tx.subscribe()
+    }
+
+    /// Streams subscribed now.
+    pub fn subscribers(&self) -> usize {
+        self.tx.receiver_count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(position: i64) -> LoggedEvent {
+        LoggedEvent {
+            position: LogPosition(position),
+            aggregate_type: "message".into(),
+            aggregate_id: position.to_string(),
+            sequence: 1,
+            event_type: "project_manager.message.added".into(),
+            event_version: "1.0".into(),
+            payload: serde_json::json!({}),
+            metadata: serde_json::json!({}),
+            conversation_id: None,
+        }
+    }
+
+    fn batch(after: i64, positions: &[i64]) -> Batch {
+        Batch {
+            after: LogPosition(after),
+            events: positions.iter().copied().map(event).collect(),
+        }
+    }
+
+    #[test]
+    fn a_subscriber_takes_only_what_follows_its_cursor() {
+        let b = batch(10, &[12, 15, 19]);
+        let positions = |f: Fit<'_>| match f {
+            Fit::Deliver(es) => es.iter().map(|e| e.position.value()).collect::<Vec<_>>(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(positions(b.fit(LogPosition(10))), vec![12, 15, 19]);
+        assert_eq!(positions(b.fit(LogPosition(12))), vec![15, 19]);
+        assert_eq!(positions(b.fit(LogPosition(17))), vec![19]);
+    }
+
+    #[test]
+    fn a_batch_seen_or_beyond_a_gap_is_not_delivered() {
+        let b = batch(10, &[12, 15]);
+        assert_eq!(b.fit(LogPosition(15)), Fit::Seen);
+        assert_eq!(b.fit(LogPosition(20)), Fit::Seen);
+        assert_eq!(b.fit(LogPosition(9)), Fit::Gap);
+    }
+}
