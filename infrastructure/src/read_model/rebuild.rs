@@ -11,6 +11,7 @@ use chrono::Utc;
 use pm_application::log::{EventFilter, LogPosition, LogReader, LoggedEvent};
 use pm_application::AppError;
 
+use super::batch;
 use super::error::ApplyError;
 use super::facts::apply_event;
 use super::schema::{create_statements, drop_statements, view_statements};
@@ -20,6 +21,14 @@ use crate::log::DbLogReader;
 use crate::processor::DbProcessorStore;
 use crate::Database;
 
+/// Events read from the log at once while replaying; applied in one transaction.
+const PAGE: u32 = 5000;
+
+/// Events per multi-row batch (as the live projection's batches: a few hundred rows per
+/// statement stay far below PostgreSQL's bind-parameter limit).
+const CHUNK: usize = 500;
+
+/// Events read at once during the swap.
 const BATCH: u32 = 1000;
 
 /// A rebuild that could not run or finish.
@@ -154,13 +163,18 @@ pub async fn start(db: &Database, name: &str) -> Result<(), RebuildError> {
 /// [`RebuildError`]; the serving generation is untouched then.
 pub async fn finish(db: &Database, log: &DbLogReader) -> Result<RebuildReport, RebuildError> {
     let store = DbProcessorStore::new(db.clone());
+    let started = std::time::Instant::now();
     let result = run(db, log).await;
+    let secs = started.elapsed().as_secs_f64().max(1e-3);
     let (status, detail) = match &result {
         Ok(r) => (
             "done",
             format!(
-                "generation {} from {} events ({} skipped)",
-                r.generation, r.events, r.skipped
+                "generation {} from {} events ({} skipped) in {secs:.1} s, {:.0} events/s",
+                r.generation,
+                r.events,
+                r.skipped,
+                r.events as f64 / secs
             ),
         ),
         Err(e) => ("failed", e.to_string()),
@@ -191,15 +205,75 @@ async fn claim(db: &Database) -> Result<(), RebuildError> {
     }
 }
 
-async fn heartbeat(db: &Database, events: u64) -> Result<(), sqlx::Error> {
+async fn heartbeat(db: &Database, detail: &str) -> Result<(), sqlx::Error> {
     db.execute(
         "UPDATE processors SET rebuild_heartbeat = $2::timestamptz, rebuild_detail = $3 WHERE name = $1",
         Args::new()
             .text(READ_MODEL)
             .time(&Utc::now())
-            .text(format!("replayed {events} events")),
+            .text(detail),
     )
     .await?;
+    Ok(())
+}
+
+/// A rebuild's progress: events replayed, their rate and the time left to the head of
+/// the log as it was at the start (shown in `GET /v1/admin/processors` as the rebuild's
+/// detail, and logged every few seconds — the CLI's `rebuild` prints it).
+struct Progress {
+    started: std::time::Instant,
+    logged: std::time::Instant,
+    head: LogPosition,
+}
+
+impl Progress {
+    fn new(head: LogPosition) -> Self {
+        let now = std::time::Instant::now();
+        Self {
+            started: now,
+            logged: now,
+            head,
+        }
+    }
+
+    fn line(&mut self, report: &RebuildReport) -> String {
+        let secs = self.started.elapsed().as_secs_f64().max(1e-3);
+        let rate = report.events as f64 / secs;
+        let left = self.head.distance_from(report.cursor).max(0) as f64;
+        let line = format!(
+            "replayed {} events, {:.0} events/s, at {} of {}, about {:.0} s left",
+            report.events,
+            rate,
+            report.cursor,
+            self.head,
+            if rate > 0.0 { left / rate } else { 0.0 }
+        );
+        if self.logged.elapsed() >= std::time::Duration::from_secs(2) {
+            self.logged = std::time::Instant::now();
+            tracing::info!(generation = report.generation, "rebuild: {line}");
+        }
+        line
+    }
+
+    fn done(&self, report: &RebuildReport) {
+        let secs = self.started.elapsed().as_secs_f64().max(1e-3);
+        tracing::info!(
+            generation = report.generation,
+            events = report.events,
+            skipped = report.skipped,
+            "rebuild replayed the log at {:.0} events/s; swapping",
+            report.events as f64 / secs
+        );
+    }
+}
+
+/// Applies a page in one transaction through the live projection's multi-row path.
+async fn apply_page(db: &Database, g: i64, events: &[LoggedEvent]) -> Result<(), ApplyError> {
+    let mut tx = db.begin().await?;
+    for chunk in events.chunks(CHUNK) {
+        batch::apply_batch(&mut tx, g, chunk).await?;
+    }
+    tx.commit().await?;
     Ok(())
 }
 
@@ -243,18 +317,27 @@ async fn replay_and_swap(
     report: &mut RebuildReport,
 ) -> Result<(), RebuildError> {
     let all = EventFilter::default();
-    // Replay while the old generation serves.
+    let mut progress = Progress::new(log.head().await?);
+    // Replay while the old generation serves: pages of multi-row batches, a page that
+    // fails that way again event by event (which skips what cannot be applied).
     loop {
-        let events = log.read_after(report.cursor, &all, BATCH).await?;
+        let events = log.read_after(report.cursor, &all, PAGE).await?;
         let Some(last) = events.last() else { break };
         let last = last.position;
-        apply_batch(db, report.generation, &events, report).await?;
+        match apply_page(db, report.generation, &events).await {
+            Ok(()) => report.events += events.len() as u64,
+            Err(e) => {
+                tracing::debug!(error = ?e, "rebuild page failed as batches; replaying it event by event");
+                apply_batch(db, report.generation, &events, report).await?;
+            }
+        }
         report.cursor = last;
-        heartbeat(db, report.events).await?;
-        if events.len() < BATCH as usize {
+        heartbeat(db, &progress.line(report)).await?;
+        if events.len() < PAGE as usize {
             break;
         }
     }
+    progress.done(report);
     // Swap: hold the processor row so the live projection waits, catch up, point views.
     let new = report.generation;
     let mut tx = db.begin().await?;
@@ -287,8 +370,8 @@ async fn replay_and_swap(
     Ok(())
 }
 
-/// Applies a batch to generation `g` in one transaction; an event that cannot be applied
-/// is skipped (the batch is retried without it).
+/// Applies a batch to generation `g` event by event in one transaction; an event that
+/// cannot be applied is skipped (the batch is retried without it).
 async fn apply_batch(
     db: &Database,
     g: i64,

@@ -217,6 +217,8 @@ pub async fn rebuild(svc: &TestService) {
         let p = read_model(svc).await;
         let generation = p["generation"].as_i64().expect("generation");
         if p["rebuild_status"] == "done" && generation > before {
+            let detail = p["rebuild_detail"].as_str().unwrap_or_default();
+            assert!(detail.contains(" events/s"), "the rate is reported: {p}");
             return;
         }
         assert_ne!(p["rebuild_status"], "failed", "rebuild failed: {p}");
