@@ -19,6 +19,7 @@ mod pagination;
 mod poison;
 mod processors;
 mod queries;
+mod readme;
 mod rebuild;
 mod saga_deadlines;
 mod sagas;
