@@ -223,6 +223,13 @@ async fn walkthrough(db: TestDb, dir: PathBuf) {
     let (conv, task) = ids.split_once(' ').expect("two ids");
     assert!(uuid::Uuid::parse_str(conv).is_ok(), "CONV is an id: {conv:?}");
     assert!(uuid::Uuid::parse_str(task).is_ok(), "TASK is an id: {task:?}");
+    // The derived ids the README quotes are the ones the walkthrough got.
+    let derived = pm_client::ids::conversation_id("github", "org/repo#42").to_string();
+    assert_eq!(conv, derived, "CONV is derived from github + org/repo#42");
+    for id in [derived, pm_client::ids::actor_id("github:alice").to_string()] {
+        assert!(readme.contains(&id), "README quotes the derived id {id}");
+        assert!(stdout.contains(&id), "the walkthrough printed {id}");
+    }
 
     // The analysts' block: the walkthrough's own task, conversation and message.
     let analysts = blocks
