@@ -42,7 +42,9 @@ mod tests {
     /// The example of docs/API.md ("Derived ids"), whose Python twin prints these values.
     #[test]
     fn the_documented_example_values() {
-        let ns: uuid::Uuid = "5e1f0c1d-6a9b-4c2e-9f3a-7b8d0e4c1a27".parse().expect("uuid");
+        let ns: uuid::Uuid = "5e1f0c1d-6a9b-4c2e-9f3a-7b8d0e4c1a27"
+            .parse()
+            .expect("uuid");
         assert_eq!(NAMESPACE, ns);
         let conversation = conversation_id("github", "org/repo#42");
         assert_eq!(

@@ -106,7 +106,12 @@ fn tools_present(tools: &[&str], what: &str) -> bool {
 
 /// Runs `script` with `bash` in `dir`, with `env`, killed after `timeout`: (success,
 /// stdout, stderr).
-fn run_bash(script: &str, dir: &Path, env: &[(&str, &str)], timeout: Duration) -> (bool, String, String) {
+fn run_bash(
+    script: &str,
+    dir: &Path,
+    env: &[(&str, &str)],
+    timeout: Duration,
+) -> (bool, String, String) {
     let script_path = dir.join("walkthrough.sh");
     std::fs::write(&script_path, script).expect("write script");
     let mut command = Command::new("bash");
@@ -150,24 +155,39 @@ async fn walkthrough(db: TestDb, dir: PathBuf) {
     let readme = repo_file("README.md");
     let blocks = marked_blocks(&readme);
     let start: Vec<&Block> = blocks.iter().filter(|b| b.mark == Mark::Start).collect();
-    assert_eq!(start.len(), 1, "README: one walkthrough block starts the service");
+    assert_eq!(
+        start.len(),
+        1,
+        "README: one walkthrough block starts the service"
+    );
     assert!(
         start[0].text.contains("cargo run --release"),
         "README: the start block runs `cargo run --release`"
     );
     let first = blocks.first().expect("README has walkthrough blocks");
-    assert_eq!(first.mark, Mark::All, "README: the walkthrough opens with its setup");
+    assert_eq!(
+        first.mark,
+        Mark::All,
+        "README: the walkthrough opens with its setup"
+    );
 
     // The tokens the README's own setup exports: the service gets exactly those.
     let (ok, tokens, stderr) = run_bash(
-        &format!("set -euo pipefail\n{}\nprintf '%s' \"$PM_AUTH_TOKENS\"\n", first.text),
+        &format!(
+            "set -euo pipefail\n{}\nprintf '%s' \"$PM_AUTH_TOKENS\"\n",
+            first.text
+        ),
         &dir,
         &[],
         Duration::from_secs(10),
     );
     assert!(ok && !tokens.is_empty(), "the setup block: {stderr}");
 
-    let backend = if db.kind == "postgres" { Mark::Postgres } else { Mark::Sqlite };
+    let backend = if db.kind == "postgres" {
+        Mark::Postgres
+    } else {
+        Mark::Sqlite
+    };
     let mut config = project_manager::Config::defaults();
     config.bind = "127.0.0.1:0".parse().expect("addr");
     config.database_url = Some(if backend == Mark::Sqlite {
@@ -221,12 +241,21 @@ async fn walkthrough(db: TestDb, dir: PathBuf) {
         .find_map(|l| l.strip_prefix("@@ids "))
         .expect("ids line");
     let (conv, task) = ids.split_once(' ').expect("two ids");
-    assert!(uuid::Uuid::parse_str(conv).is_ok(), "CONV is an id: {conv:?}");
-    assert!(uuid::Uuid::parse_str(task).is_ok(), "TASK is an id: {task:?}");
+    assert!(
+        uuid::Uuid::parse_str(conv).is_ok(),
+        "CONV is an id: {conv:?}"
+    );
+    assert!(
+        uuid::Uuid::parse_str(task).is_ok(),
+        "TASK is an id: {task:?}"
+    );
     // The derived ids the README quotes are the ones the walkthrough got.
     let derived = pm_client::ids::conversation_id("github", "org/repo#42").to_string();
     assert_eq!(conv, derived, "CONV is derived from github + org/repo#42");
-    for id in [derived, pm_client::ids::actor_id("github:alice").to_string()] {
+    for id in [
+        derived,
+        pm_client::ids::actor_id("github:alice").to_string(),
+    ] {
         assert!(readme.contains(&id), "README quotes the derived id {id}");
         assert!(stdout.contains(&id), "the walkthrough printed {id}");
     }
@@ -253,7 +282,9 @@ async fn walkthrough(db: TestDb, dir: PathBuf) {
         "the conversation whose latest checkpoint is BEGIN_WORK is listed:\n{out}"
     );
     assert!(
-        lines.iter().any(|v| v["task_id"] == task && v["id"] != task),
+        lines
+            .iter()
+            .any(|v| v["task_id"] == task && v["id"] != task),
         "a message with the task's task_id is listed:\n{out}"
     );
 
@@ -268,7 +299,10 @@ async fn walkthrough(db: TestDb, dir: PathBuf) {
     } else {
         "WORK_STARTED"
     };
-    assert!(out.contains(expected), "the SQL block shows {expected}:\n{out}");
+    assert!(
+        out.contains(expected),
+        "the SQL block shows {expected}:\n{out}"
+    );
 
     svc.stop().await;
     drop(db);
@@ -294,7 +328,10 @@ fn temp_dir() -> PathBuf {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readme_walkthrough_runs_on_sqlite() {
-    if !tools_present(&["bash", "curl", "jq", "sqlite3"], "the README walkthrough (SQLite)") {
+    if !tools_present(
+        &["bash", "curl", "jq", "sqlite3"],
+        "the README walkthrough (SQLite)",
+    ) {
         return;
     }
     let dir = temp_dir();
@@ -305,7 +342,10 @@ async fn readme_walkthrough_runs_on_sqlite() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readme_walkthrough_runs_on_postgres() {
-    if !tools_present(&["bash", "curl", "jq", "psql"], "the README walkthrough (PostgreSQL)") {
+    if !tools_present(
+        &["bash", "curl", "jq", "psql"],
+        "the README walkthrough (PostgreSQL)",
+    ) {
         return;
     }
     let Some(db) = TestDb::postgres().await else {
