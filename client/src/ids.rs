@@ -38,4 +38,26 @@ mod tests {
         );
         assert_eq!(actor_id("gh:alice"), uuid::Uuid::new_v5(&ns, b"gh:alice"));
     }
+
+    /// The example of docs/API.md ("Derived ids"), whose Python twin prints these values.
+    #[test]
+    fn the_documented_example_values() {
+        let ns: uuid::Uuid = "5e1f0c1d-6a9b-4c2e-9f3a-7b8d0e4c1a27"
+            .parse()
+            .expect("uuid");
+        assert_eq!(NAMESPACE, ns);
+        let conversation = conversation_id("github", "org/repo#42");
+        assert_eq!(
+            conversation.to_string(),
+            "b70ae6f8-3935-5d4d-bfbb-3b939cc44fb2"
+        );
+        assert_eq!(
+            message_id(conversation, "github-comment-990").to_string(),
+            "b7d6e61c-d35c-5c3f-b381-4269ae668bbb"
+        );
+        assert_eq!(
+            actor_id("github:alice").to_string(),
+            "e7a97c72-f478-514e-9770-c4b7b895db30"
+        );
+    }
 }

@@ -23,6 +23,7 @@ mod pagination;
 mod poison;
 mod processors;
 mod queries;
+mod readme;
 mod rebuild;
 mod saga_deadlines;
 mod sagas;
