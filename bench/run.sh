@@ -6,6 +6,9 @@
 #   bench/run.sh                                   # C=32 T=10s
 #   C=32 T=20s MIXES="messages task-checkpoints" bench/run.sh
 #
+# Commands carry an Idempotency-Key (pm-client's default); the mixes of KEYLESS (default
+# messages and task-checkpoints) run a second time without one (--no-idempotency-keys).
+#
 # Then, at half of the `messages` rate, the lag run: projection lag (X-Event-Position to
 # readable with min_position) and saga lag (human message to `agent.turn_dispatched` on
 # SSE), with SUBSCRIBERS SSE streams (default 100) following the whole log.
@@ -14,6 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 C=${C:-32}; T=${T:-10s}; SUBSCRIBERS=${SUBSCRIBERS:-100}
 MIXES=${MIXES:-"messages task-checkpoints ingest llm mixed"}
+KEYLESS=${KEYLESS:-"messages task-checkpoints"}
 PG=${PG:-postgres://postgres@127.0.0.1:5432}
 PORT=${PORT:-18090}
 OUT=bench/results.jsonl
@@ -34,6 +38,7 @@ bench() {
 }
 
 for mix in $MIXES; do bench "$mix"; done
+for mix in $KEYLESS; do bench "$mix" --no-idempotency-keys; done
 messages=$(python3 -c 'import json,sys; print(next((json.loads(l)["commands_per_s"] for l in open(sys.argv[1]) if json.loads(l)["mix"]=="messages"), 1000))' "$OUT")
 half=$(python3 -c "print(round($messages / 2, 1))")
 bench messages --rate "$half" --subscribers "$SUBSCRIBERS"
@@ -42,13 +47,14 @@ psql -q "$PG/postgres" -c "DROP DATABASE IF EXISTS pm_bench_svc"
 python3 - "$OUT" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-print("\n| mix | commands/s | queries/s | raw INSERT/s | % of raw | latency p50 / p99 ms | projection lag p50 / p99 ms | saga lag p50 / p99 ms | SSE p50 / p99 ms (subscribers) | errors | peak RSS MiB | CPU % |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("\n| mix | keys | commands/s | queries/s | raw INSERT/s | % of raw | latency p50 / p99 ms | projection lag p50 / p99 ms | saga lag p50 / p99 ms | SSE p50 / p99 ms (subscribers) | errors | peak RSS MiB | CPU % |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for r in rows:
     s = r.get("service") or {}
     pct = f'{100 * r["ratio"]:.1f}' if r.get("ratio") else "-"
     sse = f'{r["sse_delivery_ms"]["p50"]} / {r["sse_delivery_ms"]["p99"]} ({r["subscribers"]})' if r["subscribers"] else "-"
-    print(f'| {r["mix"]} | {r["commands_per_s"]} | {r["queries_per_s"]} | {r["raw_inserts_per_s"]} | {pct} '
+    keys = "yes" if r.get("idempotency_keys", True) else "no"
+    print(f'| {r["mix"]} | {keys} | {r["commands_per_s"]} | {r["queries_per_s"]} | {r["raw_inserts_per_s"]} | {pct} '
           f'| {r["latency_ms"]["p50"]} / {r["latency_ms"]["p99"]} | {r["projection_lag_ms"]["p50"]} / {r["projection_lag_ms"]["p99"]} '
           f'| {r["saga_lag_ms"]["p50"]} / {r["saga_lag_ms"]["p99"]} | {sse} | {sum(r["errors"].values())} '
           f'| {s.get("peak_rss_mib", "-")} | {s.get("cpu_percent", "-")} |')

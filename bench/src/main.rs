@@ -64,6 +64,11 @@ struct Args {
     /// URL's port, when it runs on this machine).
     #[arg(long)]
     pid: Option<u32>,
+    /// Send commands without `Idempotency-Key` (pm-client's `idempotency_keys(false)`):
+    /// the service skips the key's bookkeeping, as for an ingress service relying on
+    /// derived ids.
+    #[arg(long)]
+    no_idempotency_keys: bool,
     /// Print one JSON object instead of the text report.
     #[arg(long)]
     json: bool,
@@ -92,6 +97,7 @@ fn parse_duration(raw: &str) -> Result<Duration, String> {
 #[derive(Debug, Serialize)]
 struct Report {
     mix: Mix,
+    idempotency_keys: bool,
     concurrency: usize,
     duration_s: f64,
     subscribers: usize,
@@ -113,6 +119,7 @@ struct Report {
 
 fn client(args: &Args) -> Result<Client, pm_client::Error> {
     let mut b = Client::builder(&args.url)
+        .idempotency_keys(!args.no_idempotency_keys)
         .retry(RetryPolicy::none())
         .timeout(Duration::from_secs(30));
     if let Some(t) = &args.token {
@@ -276,6 +283,7 @@ async fn load(
     let commands_per_s = round(tally.commands as f64 / elapsed);
     Ok(Report {
         mix: args.mix,
+        idempotency_keys: !args.no_idempotency_keys,
         concurrency: args.concurrency,
         duration_s: round(elapsed),
         subscribers: args.subscribers,

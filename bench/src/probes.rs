@@ -6,7 +6,8 @@
 //! - **saga lag**: every 200 ms a conversation of a new person and the AI is started and
 //!   the person's message posted: milliseconds from the message's answer to the
 //!   `agent.turn_dispatched` of that conversation arriving on an SSE stream;
-//! - **SSE delivery**: `--subscribers` streams of the whole log, each timing every event
+//! - **SSE delivery**: `--subscribers` streams of the facts (`project_manager.*`), each
+//!   timing every fact
 //!   from its recorded time (`time`, set by the service just before the append) to its
 //!   arrival.
 
@@ -116,7 +117,8 @@ pub async fn subscribers(
             let (c, from, stop) = (c.clone(), from.clone(), stop.clone());
             tokio::spawn(async move {
                 let mut samples = Samples::default();
-                let mut feed = c.follow(EventQuery::new().after(from));
+                let facts = EventQuery::new().with_type("project_manager.*").after(from);
+                let mut feed = c.follow(facts);
                 while !stop.load(Ordering::Relaxed) {
                     let next = tokio::time::timeout(Duration::from_millis(200), feed.next());
                     let event = match next.await {

@@ -58,6 +58,7 @@ impl Client {
             connect_timeout: Duration::from_secs(5),
             stream_idle_timeout: Duration::from_secs(45),
             retry: RetryPolicy::default(),
+            idempotency_keys: true,
         }
     }
 
@@ -99,6 +100,7 @@ pub struct ClientBuilder {
     connect_timeout: Duration,
     stream_idle_timeout: Duration,
     retry: RetryPolicy,
+    idempotency_keys: bool,
 }
 
 impl ClientBuilder {
@@ -131,6 +133,17 @@ impl ClientBuilder {
     /// Retries of failed calls (default [`RetryPolicy::default`]).
     pub fn retry(mut self, policy: RetryPolicy) -> Self {
         self.retry = policy;
+        self
+    }
+
+    /// Whether commands without a key of their own
+    /// ([`CommandRequest::idempotency_key`](crate::CommandRequest::idempotency_key)) get a
+    /// generated one (default `true`). With `false` they carry none and are **never
+    /// retried** — a retry could run them twice — which suits callers whose commands are
+    /// idempotent by their derived ids (an ingress service keying actors, conversations and
+    /// messages by external identities), and spares the service the key's bookkeeping.
+    pub fn idempotency_keys(mut self, on: bool) -> Self {
+        self.idempotency_keys = on;
         self
     }
 
@@ -176,6 +189,7 @@ impl ClientBuilder {
                 timeout: self.timeout,
                 stream_idle_timeout: self.stream_idle_timeout,
                 retry: self.retry,
+                idempotency_keys: self.idempotency_keys,
             }),
         })
     }

@@ -47,8 +47,10 @@ pub struct Written<T> {
     /// `true` when the service replayed the first answer to this `Idempotency-Key`
     /// (`Idempotent-Replayed`): the same answer, no new fact.
     pub replayed: bool,
-    /// The `Idempotency-Key` the call carried.
-    pub idempotency_key: String,
+    /// The `Idempotency-Key` the call carried (`None` from a client built with
+    /// [`idempotency_keys(false)`](crate::ClientBuilder::idempotency_keys) when the command
+    /// set none).
+    pub idempotency_key: Option<String>,
     /// The correlation id the service recorded on the fact.
     pub correlation_id: Option<String>,
 }
@@ -138,18 +140,30 @@ impl<T: DeserializeOwned + Send + 'static> CommandRequest<T> {
     /// `422`, …), and the other [`Error`]s when it cannot be reached.
     pub async fn send(self) -> Result<Written<T>, Error> {
         let mut call = self.call?;
-        let key = self.key.unwrap_or_else(|| Uuid::new_v4().to_string());
-        let valid =
-            !key.is_empty() && key.len() <= 255 && key.bytes().all(|b| b.is_ascii_graphic());
-        if !valid {
-            return Err(Error::InvalidInput(format!(
-                "idempotency key {key:?}: expected 1 to 255 visible ASCII characters"
-            )));
+        let key = self.key.or_else(|| {
+            self.client
+                .inner
+                .idempotency_keys
+                .then(|| Uuid::new_v4().to_string())
+        });
+        match &key {
+            Some(key) => {
+                let valid = !key.is_empty()
+                    && key.len() <= 255
+                    && key.bytes().all(|b| b.is_ascii_graphic());
+                if !valid {
+                    return Err(Error::InvalidInput(format!(
+                        "idempotency key {key:?}: expected 1 to 255 visible ASCII characters"
+                    )));
+                }
+                call.headers.insert(
+                    name("idempotency-key"),
+                    header_value("idempotency key", key)?,
+                );
+            }
+            // Without a key a retry could run the command twice.
+            None => call.retryable = false,
         }
-        call.headers.insert(
-            name("idempotency-key"),
-            header_value("idempotency key", &key)?,
-        );
         let answer = self.client.inner.send(&call).await?;
         let status = match answer.status {
             201 => WriteStatus::Created,

@@ -19,6 +19,7 @@ pub(crate) struct Inner {
     pub(crate) timeout: Duration,
     pub(crate) stream_idle_timeout: Duration,
     pub(crate) retry: RetryPolicy,
+    pub(crate) idempotency_keys: bool,
 }
 
 /// A request, sent identically on every attempt.
@@ -29,6 +30,8 @@ pub(crate) struct Call {
     pub(crate) query: Vec<(&'static str, String)>,
     pub(crate) body: Option<Vec<u8>>,
     pub(crate) headers: HeaderMap,
+    /// Whether a failure may be retried (not for a command without a key).
+    pub(crate) retryable: bool,
 }
 
 impl Call {
@@ -40,6 +43,7 @@ impl Call {
             query,
             body: None,
             headers: HeaderMap::new(),
+            retryable: true,
         }
     }
 
@@ -51,6 +55,7 @@ impl Call {
             query: Vec::new(),
             body,
             headers: HeaderMap::new(),
+            retryable: true,
         }
     }
 }
@@ -100,6 +105,9 @@ impl Inner {
                 Ok(answer) => return Ok(answer),
                 Err(e) => e,
             };
+            if !call.retryable {
+                return Err(error);
+            }
             match self.retry.decide(attempts, &error, jitter()) {
                 Some(delay) => {
                     tracing::debug!(%error, attempts, ?delay, path = %call.path, "retrying");

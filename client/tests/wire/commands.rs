@@ -74,7 +74,7 @@ async fn unavailability_is_retried_with_one_key_after_retry_after() {
     let keys: Vec<_> = seen.iter().map(|s| s.header("idempotency-key")).collect();
     assert!(keys[0].is_some_and(|k| !k.is_empty()));
     assert!(keys.iter().all(|k| *k == keys[0]), "{keys:?}");
-    assert_eq!(keys[0], Some(written.idempotency_key.as_str()));
+    assert_eq!(keys[0], written.idempotency_key.as_deref());
     assert!(seen.iter().all(|s| s.body == r#"{"type":"WORK_STARTED"}"#));
     assert_eq!(seen[0].target, format!("/v1/tasks/{TASK}/checkpoints"));
     assert_eq!(seen[0].header("content-type"), Some("application/json"));
@@ -163,7 +163,7 @@ async fn a_timeout_is_retried_with_the_same_key() {
     assert!(seen
         .iter()
         .all(|s| s.header("idempotency-key") == Some("delivery-42")));
-    assert_eq!(written.idempotency_key, "delivery-42");
+    assert_eq!(written.idempotency_key.as_deref(), Some("delivery-42"));
     assert_eq!(written.position, None);
 }
 
@@ -252,4 +252,35 @@ async fn an_answer_that_is_not_the_entity_is_a_decode_error() {
         .expect_err("decode");
     assert!(matches!(err, Error::Decode { .. }), "{err}");
     assert_eq!(fake.seen().len(), 1);
+}
+
+#[tokio::test]
+async fn without_generated_keys_a_command_carries_none_and_is_not_retried() {
+    let fake = Fake::start(|n, _| match n {
+        0 => Reply::Answer(503, vec![], problem(503, "service_unavailable")),
+        _ => created(vec![("x-event-position", "9".into())]),
+    })
+    .await;
+    let c = pm_client::Client::builder(&fake.base)
+        .idempotency_keys(false)
+        .retry(RetryPolicy::default().base_delay(Duration::from_millis(10)))
+        .build()
+        .expect("client");
+    let refused = c.create_task_checkpoint(task(), input()).await;
+    assert_eq!(refused.expect_err("not retried").status(), Some(503));
+    let written = c
+        .create_task_checkpoint(task(), input())
+        .await
+        .expect("written");
+    assert_eq!(written.idempotency_key, None);
+    let keyed = c
+        .create_task_checkpoint(task(), input())
+        .idempotency_key("mine-1")
+        .await
+        .expect("written");
+    assert_eq!(keyed.idempotency_key.as_deref(), Some("mine-1"));
+    let seen = fake.seen();
+    assert_eq!(seen.len(), 3, "one request per call");
+    let keys: Vec<_> = seen.iter().map(|s| s.header("idempotency-key")).collect();
+    assert_eq!(keys, vec![None, None, Some("mine-1")]);
 }
