@@ -11,7 +11,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures::Stream;
-use pm_application::log::tail::Fit;
+use pm_application::log::tail::{render, Fit};
 use pm_application::log::{EventFilter, LogPosition, LogReader, LoggedEvent};
 use pm_application::processor::ProcessorStore;
 use pm_application::queries::{check_in_log, AgentFilter, SagaReadStore, TurnFilter};
@@ -127,8 +127,8 @@ pub async fn events(
 fn sse_event(e: &LoggedEvent) -> Event {
     Event::default()
         .id(e.position.to_string())
-        .event(e.event_type.clone())
-        .data(serde_json::to_string(&CloudEvent::from(e)).unwrap_or_default())
+        .event(e.event_type.as_str())
+        .data(&*render(e))
 }
 
 /// The next page's request after `page`, while fewer than [`SNAPSHOT_ROWS`] were read.
@@ -259,10 +259,14 @@ fn stream(
                     Ok(batch) => match batch.fit(cursor) {
                         Fit::Seen => {}
                         Fit::Gap => continue 'catch_up,
-                        Fit::Deliver(events) => {
-                            for e in events {
+                        Fit::Deliver(from) => {
+                            let fresh = batch.events[from..].iter().zip(&batch.data[from..]);
+                            for (e, data) in fresh {
                                 if filter.matches(&e.event_type, e.conversation_id) {
-                                    yield Ok(sse_event(e));
+                                    yield Ok(Event::default()
+                                        .id(e.position.to_string())
+                                        .event(e.event_type.as_str())
+                                        .data(&**data));
                                 }
                             }
                             cursor = batch.last();

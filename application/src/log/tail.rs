@@ -15,6 +15,14 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 use super::{EventFilter, LogPosition, LogReader, LoggedEvent};
+use crate::views::CloudEvent;
+
+/// The CloudEvent JSON of `e`, as every stream sends it.
+pub fn render(e: &LoggedEvent) -> Arc<str> {
+    serde_json::to_string(&CloudEvent::from(e))
+        .unwrap_or_default()
+        .into()
+}
 
 /// Batches the broadcast keeps for subscribers that are behind.
 pub const CAPACITY: usize = 256;
@@ -29,18 +37,20 @@ pub struct Batch {
     pub after: LogPosition,
     /// The events, at least one.
     pub events: Vec<LoggedEvent>,
+    /// Each event's CloudEvent JSON, rendered once for every stream.
+    pub data: Vec<Arc<str>>,
 }
 
 /// Where a batch stands with a subscriber at `cursor`.
 #[derive(Debug, PartialEq)]
-pub enum Fit<'a> {
+pub enum Fit {
     /// The subscriber has seen all of it.
     Seen,
     /// It starts after the subscriber's cursor: what lies between must be read from the
     /// store first.
     Gap,
-    /// The events after the cursor.
-    Deliver(&'a [LoggedEvent]),
+    /// The events after the cursor: those from this index on.
+    Deliver(usize),
 }
 
 impl Batch {
@@ -50,14 +60,13 @@ impl Batch {
     }
 
     /// What a subscriber at `cursor` takes of it.
-    pub fn fit(&self, cursor: LogPosition) -> Fit<'_> {
+    pub fn fit(&self, cursor: LogPosition) -> Fit {
         if self.last() <= cursor {
             Fit::Seen
         } else if self.after > cursor {
             Fit::Gap
         } else {
-            let from = self.events.partition_point(|e| e.position <= cursor);
-            Fit::Deliver(&self.events[from..])
+            Fit::Deliver(self.events.partition_point(|e| e.position <= cursor))
         }
     }
 }
@@ -101,15 +110,20 @@ impl LogTail {
             doorbell.borrow_and_update();
             match log.read_after(cursor, &all, PAGE).await {
                 Ok(events) if !events.is_empty() => {
-                    let batch = Batch {
-                        after: cursor,
-                        events,
-                    };
-                    cursor = batch.last();
-                    metrics::counter!("pm_log_tail_events_total")
-                        .increment(batch.events.len() as u64);
-                    // Without subscribers the batch is simply not kept.
-                    let _ = self.tx.send(Arc::new(batch));
+                    let last = events.last().map_or(cursor, |e| e.position);
+                    let after = std::mem::replace(&mut cursor, last);
+                    metrics::counter!("pm_log_tail_events_total").increment(events.len() as u64);
+                    // Without subscribers there is nobody to render for.
+                    if self.tx.receiver_count() > 0 {
+                        let data = events.iter().map(render).collect();
+                        let batch = Batch {
+                            after,
+                            events,
+                            data,
+                        };
+                        // A subscriber that left meanwhile is not an error.
+                        let _ = self.tx.send(Arc::new(batch));
+                    }
                     continue;
                 }
                 Ok(_) => {}
@@ -155,17 +169,22 @@ mod tests {
     }
 
     fn batch(after: i64, positions: &[i64]) -> Batch {
+        let events: Vec<_> = positions.iter().copied().map(event).collect();
         Batch {
             after: LogPosition(after),
-            events: positions.iter().copied().map(event).collect(),
+            data: events.iter().map(render).collect(),
+            events,
         }
     }
 
     #[test]
     fn a_subscriber_takes_only_what_follows_its_cursor() {
         let b = batch(10, &[12, 15, 19]);
-        let positions = |f: Fit<'_>| match f {
-            Fit::Deliver(es) => es.iter().map(|e| e.position.value()).collect::<Vec<_>>(),
+        let positions = |f: Fit| match f {
+            Fit::Deliver(from) => b.events[from..]
+                .iter()
+                .map(|e| e.position.value())
+                .collect::<Vec<_>>(),
             other => panic!("{other:?}"),
         };
         assert_eq!(positions(b.fit(LogPosition(10))), vec![12, 15, 19]);
