@@ -16,6 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 C=${C:-32}; T=${T:-10s}; SUBSCRIBERS=${SUBSCRIBERS:-100}
+FANOUT=${FANOUT:-1000}; RATE_LIGHT=${RATE_LIGHT:-20}
 MIXES=${MIXES:-"messages task-checkpoints ingest llm mixed"}
 KEYLESS=${KEYLESS:-"messages task-checkpoints"}
 PG=${PG:-postgres://postgres@127.0.0.1:5432}
@@ -42,6 +43,8 @@ for mix in $KEYLESS; do bench "$mix" --no-idempotency-keys; done
 messages=$(python3 -c 'import json,sys; print(next((json.loads(l)["commands_per_s"] for l in open(sys.argv[1]) if json.loads(l)["mix"]=="messages"), 1000))' "$OUT")
 half=$(python3 -c "print(round($messages / 2, 1))")
 bench messages --rate "$half" --subscribers "$SUBSCRIBERS"
+bench messages --rate "$RATE_LIGHT"
+bench messages --rate "$RATE_LIGHT" --subscribers "$FANOUT"
 psql -q "$PG/postgres" -c "DROP DATABASE IF EXISTS pm_bench_svc"
 
 python3 - "$OUT" <<'PY'
