@@ -146,8 +146,9 @@ impl Application {
         // replicas on PostgreSQL).
         let (local, local_rx) = tokio::sync::watch::channel(0u64);
         let (readers, readers_rx) = tokio::sync::watch::channel(0u64);
-        let known = Arc::new(KnownEntities::new(200_000));
-        let store = PmStore::new(db.clone(), 100_000, known.clone(), local.clone());
+        let caches = config.caches();
+        let known = Arc::new(KnownEntities::new(caches.entities));
+        let store = PmStore::new(db.clone(), caches.aggregates, known.clone(), local.clone());
         let lookup = StoreLookup::new(db.clone(), known);
         let bus = CommandBus::new(
             store,
@@ -184,11 +185,10 @@ impl Application {
                 linger: std::time::Duration::from_millis(config.projection_linger_ms),
             },
         );
-        let engine = Arc::new(SagaEngine::new(
-            DbSagaStore::new(db.clone(), local),
-            config.sagas(),
-            clock,
-        ));
+        let engine = Arc::new(
+            SagaEngine::new(DbSagaStore::new(db.clone(), local), config.sagas(), clock)
+                .with_cache_limit(caches.conversations),
+        );
         let (saga_runner, saga_status) = ProcessorRunner::new(
             Arc::new(SagaProcessor::new(engine.clone())),
             processors.clone(),

@@ -95,6 +95,14 @@ pub struct Config {
     #[arg(long, env = "PM_DEFAULT_LLM_ACTOR")]
     pub default_llm_actor: Option<uuid::Uuid>,
 
+    /// Memory for the in-process caches, in MiB: half for aggregates (state and lock per
+    /// aggregate, for commands), a quarter for known entity ids (existence checks), a
+    /// quarter for conversations' saga machines. Sized by per-entry estimates (see
+    /// [`Caches`]); each cache starts over when full.
+    #[arg(long, env = "PM_CACHE_MB", default_value_t = 64,
+          value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    pub cache_mb: u64,
+
     /// Log format on stderr: `text` (human-readable) or `json` (one object per line).
     #[arg(long, env = "PM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -117,6 +125,43 @@ pub enum Command {
         /// The projection (`read_model`).
         name: String,
     },
+}
+
+/// Entry limits of the in-process caches, from one budget in MiB.
+///
+/// The per-entry costs are estimates of the heap an entry holds with its map overhead,
+/// on the generous side: an aggregate 1 KiB (a task with its checkpoints, a message
+/// with its text), a known entity id 96 bytes, a conversation's saga machines 4 KiB (a
+/// session, its agents, turns and plan).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caches {
+    /// Aggregates kept between commands.
+    pub aggregates: usize,
+    /// Entity ids known to exist.
+    pub entities: usize,
+    /// Conversations whose saga machines are kept.
+    pub conversations: usize,
+}
+
+impl Caches {
+    /// Estimated bytes of a cached aggregate.
+    pub const AGGREGATE_BYTES: u64 = 1024;
+    /// Estimated bytes of a known entity id.
+    pub const ENTITY_BYTES: u64 = 96;
+    /// Estimated bytes of a conversation's saga machines.
+    pub const CONVERSATION_BYTES: u64 = 4096;
+
+    /// The limits for `mib` MiB: half aggregates, a quarter each the others.
+    pub fn of_mib(mib: u64) -> Self {
+        let bytes = mib.saturating_mul(1 << 20);
+        let count =
+            |share: u64, each: u64| usize::try_from(share / each).unwrap_or(usize::MAX).max(16);
+        Self {
+            aggregates: count(bytes / 2, Self::AGGREGATE_BYTES),
+            entities: count(bytes / 4, Self::ENTITY_BYTES),
+            conversations: count(bytes / 4, Self::CONVERSATION_BYTES),
+        }
+    }
 }
 
 /// A setting that cannot work.
@@ -182,6 +227,11 @@ impl Config {
         }
     }
 
+    /// The entry limits of the caches that `PM_CACHE_MB` pays for.
+    pub fn caches(&self) -> Caches {
+        Caches::of_mib(self.cache_mb)
+    }
+
     /// Checks the settings and parses the tokens.
     ///
     /// # Errors
@@ -231,6 +281,24 @@ mod tests {
         ));
         c.auth_tokens = "admin:0123456789".into();
         assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn the_cache_budget_is_split_by_estimated_entry_sizes() {
+        let c = Config::defaults();
+        assert_eq!(c.cache_mb, 64);
+        assert_eq!(
+            c.caches(),
+            Caches {
+                aggregates: 32_768,
+                entities: 174_762,
+                conversations: 4_096,
+            }
+        );
+        let tiny = Caches::of_mib(1);
+        assert_eq!((tiny.aggregates, tiny.conversations), (512, 64));
+        let refused = Config::try_parse_from(["project-manager", "--cache-mb", "0"]);
+        assert!(refused.is_err());
     }
 
     #[test]

@@ -21,7 +21,7 @@ use crate::log::{LogPosition, LoggedEvent};
 use crate::processor::BatchError;
 use crate::AppError;
 
-/// Conversations kept in memory at most; past it the cache starts over.
+/// Conversations kept in memory at most by default; past it the cache starts over.
 const CACHE_CONVERSATIONS: usize = 20_000;
 
 /// How often a writer decides again after finding another writer's changes.
@@ -59,6 +59,7 @@ pub struct SagaEngine<S> {
     config: SagaConfig,
     clock: Arc<dyn Clock>,
     state: Mutex<State>,
+    cache_limit: usize,
 }
 
 /// How deciding on a batch went wrong.
@@ -88,7 +89,14 @@ impl<S: SagaStore> SagaEngine<S> {
             config,
             clock,
             state: Mutex::new(State::default()),
+            cache_limit: CACHE_CONVERSATIONS,
         }
+    }
+
+    /// Keeps at most `conversations` conversations' machines in memory (at least 16).
+    pub fn with_cache_limit(mut self, conversations: usize) -> Self {
+        self.cache_limit = conversations.max(16);
+        self
     }
 
     /// The settings the machines decide with.
@@ -469,7 +477,7 @@ impl<S: SagaStore> SagaEngine<S> {
                 last = last.max(r.cause);
             }
             let sagas = Sagas::restore(last, runes.iter().map(|r| &r.recorded));
-            if state.conversations.len() >= CACHE_CONVERSATIONS {
+            if state.conversations.len() >= self.cache_limit {
                 state.conversations.clear();
             }
             state
