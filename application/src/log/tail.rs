@@ -24,11 +24,13 @@ pub fn render(e: &LoggedEvent) -> Arc<str> {
         .into()
 }
 
-/// Batches the broadcast keeps for subscribers that are behind.
-pub const CAPACITY: usize = 256;
+/// Batches the broadcast keeps for subscribers that are behind. With [`PAGE`] it bounds
+/// the memory the tail holds: at most 32 000 events (about 3 KiB each with their JSON),
+/// typically far fewer — under load a batch is the few events of one commit group.
+pub const CAPACITY: usize = 64;
 
 /// Events the tail reads at once.
-const PAGE: u32 = 1000;
+const PAGE: u32 = 500;
 
 /// A stretch of the log: every event after `after`, in log order, up to the last one.
 #[derive(Debug)]
