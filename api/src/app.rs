@@ -217,7 +217,9 @@ impl Application {
                 SagaReads::new(db.clone()),
                 processors.clone(),
                 log.clone(),
-            ),
+            )
+            .with_local_runner(READ_MODEL, processor_status.clone())
+            .with_local_runner(SAGAS, saga_status.clone()),
             processors,
             processor_status,
             saga_status,

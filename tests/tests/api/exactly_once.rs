@@ -81,7 +81,11 @@ async fn failed_batches_apply_nothing_then_exactly_once(db: TestDb) {
         counts(&svc, &c, &t.id, &t.position).await,
         expected(0, 1, 1, 0)
     );
-    let before = read_model(&svc).await["position"].clone();
+    // The sagas append runes after the task; once they have processed it, wait until the
+    // read model has passed those too, so that nothing is left to move its cursor.
+    let turns = format!("/v1/turns?task_id={}&min_position={}", t.id, t.position);
+    assert_eq!(get(&svc, &turns, None).await.status, 200);
+    let before = settled_read_model(&svc).await;
 
     switch.store(true, Ordering::SeqCst);
     let posted = batch(&svc, &c, &a, &t.id, 6, 4).await;
@@ -315,4 +319,24 @@ async fn a_live_owner_is_respected_and_its_end_hands_over_within_a_second_postgr
         "{rm}"
     );
     svc.stop().await;
+}
+
+/// The read model's position once it has reached the log's head and stays there.
+async fn settled_read_model(svc: &TestService) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let p = read_model(svc).await;
+        if p["lag_events"] == 0 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let again = read_model(svc).await;
+            if again["position"] == p["position"] && again["lag_events"] == 0 {
+                return p["position"].clone();
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the read model never settled: {p}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
