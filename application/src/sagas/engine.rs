@@ -79,6 +79,11 @@ impl From<AppError> for Failed {
 struct Draft {
     write: SagaWrite,
     touched: BTreeSet<Uuid>,
+    /// Whether a conversation started in this batch may be begun without reading its
+    /// runes from the store: it has none, since its start fact is being decided now and
+    /// runes are committed with the cursor. Only on a batch's first attempt — a retry
+    /// follows another writer's commit, which may have decided it.
+    fresh_starts: bool,
 }
 
 impl<S: SagaStore> SagaEngine<S> {
@@ -132,7 +137,10 @@ impl<S: SagaStore> SagaEngine<S> {
         let mut state = self.state.lock().await;
         for attempt in 1..=ATTEMPTS {
             let writes = self.writes(&mut state).await.map_err(transient)?;
-            let mut draft = Draft::default();
+            let mut draft = Draft {
+                fresh_starts: attempt == 1,
+                ..Draft::default()
+            };
             let mut decided = Ok(());
             for (index, event) in events.iter().enumerate() {
                 decided = self.apply_event(&mut state, &mut draft, index, event).await;
@@ -226,6 +234,9 @@ impl<S: SagaStore> SagaEngine<S> {
             Fact::ActorRegistered(_) => return Ok(()),
         };
         draft.touched.insert(conversation);
+        if draft.fresh_starts && matches!(fact, Fact::ConversationStarted(_)) {
+            begin(state, conversation, self.cache_limit);
+        }
         let machines = self.machines(state, conversation).await?;
         let outcome = machines
             .sagas
@@ -463,6 +474,8 @@ impl<S: SagaStore> SagaEngine<S> {
     }
 
     /// The machines of `conversation`, loaded from the store when not in memory.
+    ///
+    /// [`begin`] puts a new conversation's (empty) machines in memory first.
     async fn machines<'s>(
         &self,
         state: &'s mut State,
@@ -588,4 +601,23 @@ fn commit_error(e: CommitError) -> AppError {
         CommitError::Store(e) => e,
         other => AppError::Unavailable(other.to_string()),
     }
+}
+
+/// Puts empty machines for `conversation` in memory unless it is there: what loading a
+/// conversation without runes gives, without the read.
+fn begin(state: &mut State, conversation: Uuid, cache_limit: usize) {
+    if state.conversations.contains_key(&conversation) {
+        return;
+    }
+    if state.conversations.len() >= cache_limit {
+        state.conversations.clear();
+    }
+    let sagas = Sagas::restore(None, std::iter::empty());
+    state.conversations.insert(
+        conversation,
+        Machines {
+            sagas,
+            versions: HashMap::new(),
+        },
+    );
 }
