@@ -73,7 +73,7 @@ pub struct Config {
 
     /// Milliseconds the read-model projection waits after a partial batch before reading
     /// again: larger batches under load, at most this much extra read latency.
-    #[arg(long, env = "PM_PROJECTION_LINGER_MS", default_value_t = 20)]
+    #[arg(long, env = "PM_PROJECTION_LINGER_MS", default_value_t = 5)]
     pub projection_linger_ms: u64,
 
     /// Seconds a session waiting for the user (after a `NEED_INFORMATION` checkpoint)
