@@ -169,11 +169,7 @@ impl<T: DeserializeOwned + Send + 'static> CommandRequest<T> {
             201 => WriteStatus::Created,
             _ => WriteStatus::Existing,
         };
-        let position = answer
-            .header("x-event-position")
-            .map(Position::new)
-            .transpose()
-            .map_err(|e| Error::decode("X-Event-Position", e))?;
+        let position = answer.position()?;
         Ok(Written {
             entity: answer.json(&call.path)?,
             status,

@@ -78,11 +78,7 @@ impl Client {
     async fn control<T: DeserializeOwned>(&self, path: String) -> Result<Controlled<T>, Error> {
         let call = Call::post(path, None);
         let answer = self.inner.send(&call).await?;
-        let position = answer
-            .header("x-event-position")
-            .map(Position::new)
-            .transpose()
-            .map_err(|e| Error::decode("X-Event-Position", e))?;
+        let position = answer.position()?;
         Ok(Controlled {
             view: answer.json(&call.path)?,
             position,

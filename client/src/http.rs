@@ -78,6 +78,14 @@ impl Answer {
     pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
+
+    /// The `X-Event-Position` of a write's answer, if it has one.
+    pub(crate) fn position(&self) -> Result<Option<crate::Position>, Error> {
+        self.header("x-event-position")
+            .map(crate::Position::new)
+            .transpose()
+            .map_err(|e| Error::decode("X-Event-Position", e))
+    }
 }
 
 impl Inner {
