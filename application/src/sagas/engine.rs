@@ -234,8 +234,14 @@ impl<S: SagaStore> SagaEngine<S> {
             Fact::ActorRegistered(_) => return Ok(()),
         };
         draft.touched.insert(conversation);
-        if draft.fresh_starts && matches!(fact, Fact::ConversationStarted(_)) {
-            begin(state, conversation, self.cache_limit);
+        let fresh = draft.fresh_starts && matches!(fact, Fact::ConversationStarted(_));
+        if fresh && !state.conversations.contains_key(&conversation) {
+            // What loading a conversation without runes gives, without the read.
+            let machines = Machines {
+                sagas: Sagas::restore(None, std::iter::empty()),
+                versions: HashMap::new(),
+            };
+            remember(state, conversation, machines, self.cache_limit);
         }
         let machines = self.machines(state, conversation).await?;
         let outcome = machines
@@ -474,8 +480,6 @@ impl<S: SagaStore> SagaEngine<S> {
     }
 
     /// The machines of `conversation`, loaded from the store when not in memory.
-    ///
-    /// [`begin`] puts a new conversation's (empty) machines in memory first.
     async fn machines<'s>(
         &self,
         state: &'s mut State,
@@ -490,12 +494,12 @@ impl<S: SagaStore> SagaEngine<S> {
                 last = last.max(r.cause);
             }
             let sagas = Sagas::restore(last, runes.iter().map(|r| &r.recorded));
-            if state.conversations.len() >= self.cache_limit {
-                state.conversations.clear();
-            }
-            state
-                .conversations
-                .insert(conversation, Machines { sagas, versions });
+            remember(
+                state,
+                conversation,
+                Machines { sagas, versions },
+                self.cache_limit,
+            );
         }
         state
             .conversations
@@ -603,21 +607,10 @@ fn commit_error(e: CommitError) -> AppError {
     }
 }
 
-/// Puts empty machines for `conversation` in memory unless it is there: what loading a
-/// conversation without runes gives, without the read.
-fn begin(state: &mut State, conversation: Uuid, cache_limit: usize) {
-    if state.conversations.contains_key(&conversation) {
-        return;
-    }
+/// Keeps `machines` of `conversation` in memory; a full cache starts over.
+fn remember(state: &mut State, conversation: Uuid, machines: Machines, cache_limit: usize) {
     if state.conversations.len() >= cache_limit {
         state.conversations.clear();
     }
-    let sagas = Sagas::restore(None, std::iter::empty());
-    state.conversations.insert(
-        conversation,
-        Machines {
-            sagas,
-            versions: HashMap::new(),
-        },
-    );
+    state.conversations.insert(conversation, machines);
 }
