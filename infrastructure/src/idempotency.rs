@@ -10,7 +10,7 @@
 //! has ended, or when it is older than [`CLAIM_TIMEOUT`].
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use chrono::{Duration, Utc};
 use pm_application::idempotency::{
@@ -155,13 +155,19 @@ enum Seen {
     Pending(Option<String>, Option<chrono::DateTime<Utc>>),
 }
 
-/// Inserts a pending claim, or takes over a row older than the TTL.
-const CLAIM: &str = "INSERT INTO idempotency_keys (role, key, request_hash, created_at, owner, claimed_at) \
-     VALUES ($1, $2, $3, $4::timestamptz, $5, $4::timestamptz) \
-     ON CONFLICT (role, key) DO UPDATE SET request_hash = excluded.request_hash, \
+/// What a claim does on an existing row: takes it over only when it is older than the TTL.
+const CLAIM_ON_CONFLICT: &str = "ON CONFLICT (role, key) DO UPDATE SET request_hash = excluded.request_hash, \
        status = NULL, body = NULL, location = NULL, position = NULL, created_at = excluded.created_at, \
        owner = excluded.owner, claimed_at = excluded.claimed_at \
      WHERE idempotency_keys.created_at < $6::timestamptz";
+
+/// Inserts a pending claim, or takes over a row older than the TTL (SQLite).
+static CLAIM: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "INSERT INTO idempotency_keys (role, key, request_hash, created_at, owner, claimed_at) \
+         VALUES ($1, $2, $3, $4::timestamptz, $5, $4::timestamptz) {CLAIM_ON_CONFLICT}"
+    )
+});
 
 /// [`CLAIM`] on PostgreSQL, committed without waiting for its WAL to be flushed
 /// (`synchronous_commit = off` for this statement's transaction alone): a claim is a
@@ -169,14 +175,15 @@ const CLAIM: &str = "INSERT INTO idempotency_keys (role, key, request_hash, crea
 /// later with a flush, and flushing a commit flushes all WAL written before it, the
 /// claim's included; a claim lost to a crash before any append is the same as no claim
 /// (the retry claims again and runs the command once). It saves one WAL flush per keyed
-/// command, about half of the command's wait on a disk with slow flushes.
-const CLAIM_POSTGRES: &str = "INSERT INTO idempotency_keys (role, key, request_hash, created_at, owner, claimed_at) \
-     SELECT $1, $2, $3, $4::timestamptz, $5, $4::timestamptz \
-     FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit \
-     ON CONFLICT (role, key) DO UPDATE SET request_hash = excluded.request_hash, \
-       status = NULL, body = NULL, location = NULL, position = NULL, created_at = excluded.created_at, \
-       owner = excluded.owner, claimed_at = excluded.claimed_at \
-     WHERE idempotency_keys.created_at < $6::timestamptz";
+/// command.
+static CLAIM_POSTGRES: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "INSERT INTO idempotency_keys (role, key, request_hash, created_at, owner, claimed_at) \
+         SELECT $1, $2, $3, $4::timestamptz, $5, $4::timestamptz \
+         FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit \
+         {CLAIM_ON_CONFLICT}"
+    )
+});
 
 /// Takes an abandoned pending claim over (compare-and-set on its owner).
 const TAKE_OVER: &str = "UPDATE idempotency_keys SET owner = $3, claimed_at = $4::timestamptz \
@@ -195,8 +202,8 @@ impl IdempotencyStore for DbIdempotencyStore {
                 .text(self.owner.as_str())
                 .time(&cutoff);
             let claim = match self.db.dialect() {
-                Dialect::Postgres => CLAIM_POSTGRES,
-                Dialect::Sqlite => CLAIM,
+                Dialect::Postgres => CLAIM_POSTGRES.as_str(),
+                Dialect::Sqlite => CLAIM.as_str(),
             };
             if self.db.execute(claim, args).await.map_err(store_error)? == 1 {
                 self.enter(role, key);
