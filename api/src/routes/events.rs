@@ -221,9 +221,9 @@ fn stream(
         }
         'catch_up: loop {
             // Behind the tail: read the store until a short page. Everything up to the
-            // head read before the page has then been seen, matching or not.
+            // head read before the first page has then been seen, matching or not.
+            let head = state.log.head().await;
             loop {
-                let head = state.log.head().await;
                 match state.log.read_after(cursor, &filter, CATCH_UP_PAGE).await {
                     Ok(events) => {
                         metrics::counter!("pm_sse_catch_up_reads_total").increment(1);
@@ -234,8 +234,8 @@ fn stream(
                             cursor = last.position;
                         }
                         if events.len() < CATCH_UP_PAGE as usize {
-                            if let Ok(head) = head {
-                                cursor = cursor.max(head);
+                            if let Ok(head) = &head {
+                                cursor = cursor.max(*head);
                             }
                             break;
                         }
@@ -277,9 +277,10 @@ fn stream(
                         yield Ok(Event::default()
                             .event("lagged")
                             .id(cursor.to_string())
-                            .data(format!(
-                                "{{\"reason\":\"the stream fell behind the log tail\",\"resume_after\":\"{cursor}\"}}"
-                            )));
+                            .data(serde_json::json!({
+                                "reason": "the stream fell behind the log tail",
+                                "resume_after": cursor.to_string(),
+                            }).to_string()));
                         break 'catch_up;
                     }
                     Err(RecvError::Closed) => break 'catch_up,
