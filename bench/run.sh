@@ -17,8 +17,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 C=${C:-32}; T=${T:-10s}; SUBSCRIBERS=${SUBSCRIBERS:-100}
 FANOUT=${FANOUT:-1000}; RATE_LIGHT=${RATE_LIGHT:-20}
-MIXES=${MIXES:-"messages task-checkpoints ingest llm mixed"}
-KEYLESS=${KEYLESS:-"messages task-checkpoints"}
+MIXES=${MIXES-"messages task-checkpoints ingest llm mixed"}
+KEYLESS=${KEYLESS-"messages task-checkpoints"}
 PG=${PG:-postgres://postgres@127.0.0.1:5432}
 PORT=${PORT:-18090}
 OUT=bench/results.jsonl

@@ -228,13 +228,11 @@ async fn load(
                     if let Some(t) = pace.as_mut() {
                         t.tick().await;
                     }
-                    let errors_before = tally.errors.values().sum::<u64>();
-                    worker.step(i, role, &c, &world, &mut tally).await;
-                    if tally.errors.values().sum::<u64>() > errors_before {
+                    if worker.step(i, role, &c, &world, &mut tally).await {
+                        done.fetch_add(1, Ordering::Relaxed);
+                    } else {
                         failed.fetch_add(1, Ordering::Relaxed);
                         tokio::time::sleep(Duration::from_millis(20)).await;
-                    } else {
-                        done.fetch_add(1, Ordering::Relaxed);
                     }
                 }
                 tally
@@ -273,7 +271,7 @@ async fn load(
     let lag = lag.await?;
     let (saga, missed) = sagas.await?;
     let sse = match subs {
-        Some(s) => s.await?.0,
+        Some(s) => s.await?,
         None => stats::Samples::default(),
     };
     let service = match usage {

@@ -139,13 +139,17 @@ impl Tally {
         }
     }
 
-    fn query<T>(&mut self, started: Instant, r: Result<T, Error>) {
+    fn query<T>(&mut self, started: Instant, r: Result<T, Error>) -> Option<T> {
         match r {
-            Ok(_) => {
+            Ok(answer) => {
                 self.queries += 1;
                 self.query_ms.push(ms(started));
+                Some(answer)
             }
-            Err(e) => self.fail(&e),
+            Err(e) => {
+                self.fail(&e);
+                None
+            }
         }
     }
 }
@@ -261,22 +265,29 @@ pub struct Worker {
 }
 
 impl Worker {
-    /// Sends the worker's next request and records it in `tally`.
-    pub async fn step(&mut self, i: usize, role: Role, c: &Client, w: &World, tally: &mut Tally) {
+    /// Sends the worker's next request and records it in `tally`; whether it succeeded.
+    pub async fn step(
+        &mut self,
+        i: usize,
+        role: Role,
+        c: &Client,
+        w: &World,
+        tally: &mut Tally,
+    ) -> bool {
         let step = self.step;
         self.step += 1;
         let t = Instant::now();
         match role {
             Role::Messages => {
                 let r = c.add_message(w.conversation, message(w.ai, None)).await;
-                tally.command(t, r);
+                tally.command(t, r).is_some()
             }
             Role::TaskCheckpoints => {
                 let task = w.tasks[(i + step * 7) % w.tasks.len()];
                 let r = c
                     .create_task_checkpoint(task, progress(TaskCheckpointType::WorkStarted))
                     .await;
-                tally.command(t, r);
+                tally.command(t, r).is_some()
             }
             Role::Ingest => self.ingest(step, c, w, tally).await,
             Role::Llm => self.llm(step, c, w, tally).await,
@@ -284,26 +295,28 @@ impl Worker {
         }
     }
 
-    async fn ingest(&mut self, step: usize, c: &Client, w: &World, tally: &mut Tally) {
+    async fn ingest(&mut self, step: usize, c: &Client, w: &World, tally: &mut Tally) -> bool {
         let t = Instant::now();
         match (step % 10, self.person, self.conversation) {
             (0, _, _) | (_, None, _) => {
                 self.conversation = None;
-                self.person = tally
-                    .command(t, c.register_actor(person("bench person")).await)
-                    .map(|a| a.id);
+                let r = c.register_actor(person("bench person")).await;
+                self.person = tally.command(t, r).map(|a| a.id);
+                self.person.is_some()
             }
             (1, Some(p), _) | (_, Some(p), None) => {
                 let r = c.start_conversation(conversation(vec![p, w.ai])).await;
                 self.conversation = tally.command(t, r).map(|c| c.id);
+                self.conversation.is_some()
             }
             (_, Some(p), Some(cid)) => {
-                tally.command(t, c.add_message(cid, message(p, None)).await);
+                let r = c.add_message(cid, message(p, None)).await;
+                tally.command(t, r).is_some()
             }
         }
     }
 
-    async fn llm(&mut self, step: usize, c: &Client, w: &World, tally: &mut Tally) {
+    async fn llm(&mut self, step: usize, c: &Client, w: &World, tally: &mut Tally) -> bool {
         let t = Instant::now();
         let cid = w.conversation;
         match (step % 5, self.checkpoint, self.task) {
@@ -311,41 +324,52 @@ impl Worker {
                 self.task = None;
                 let r = c.create_conversation_checkpoint(cid, begin_work()).await;
                 self.checkpoint = tally.command(t, r).map(|c| c.id);
+                self.checkpoint.is_some()
             }
             (1, Some(cp), _) | (_, Some(cp), None) => {
                 let r = c.create_task(cid, task(cp, w.ai)).await;
                 self.task = tally.command(t, r).map(|t| t.id);
+                self.task.is_some()
             }
             (2, _, Some(task)) => {
                 let r = c
                     .create_task_checkpoint(task, progress(TaskCheckpointType::WorkStarted))
                     .await;
-                tally.command(t, r);
+                tally.command(t, r).is_some()
             }
             (3, _, Some(task)) => {
-                tally.command(t, c.add_message(cid, message(w.ai, Some(task))).await);
+                let r = c.add_message(cid, message(w.ai, Some(task))).await;
+                tally.command(t, r).is_some()
             }
             (_, _, Some(task)) => {
                 let r = c
                     .create_task_checkpoint(task, progress(TaskCheckpointType::WorkCompleted))
                     .await;
-                tally.command(t, r);
+                tally.command(t, r).is_some()
             }
         }
     }
 }
 
-async fn read(n: usize, c: &Client, w: &World, tally: &mut Tally) {
+async fn read(n: usize, c: &Client, w: &World, tally: &mut Tally) -> bool {
     let r = c.read();
     let t = Instant::now();
     match n % 5 {
-        0 => tally.query(t, r.conversation(w.conversation).await),
-        1 => tally.query(t, r.tasks(&TaskQuery::new().limit(50)).await),
+        0 => tally
+            .query(t, r.conversation(w.conversation).await)
+            .is_some(),
+        1 => tally
+            .query(t, r.tasks(&TaskQuery::new().limit(50)).await)
+            .is_some(),
         2 => {
             let q = MessageQuery::of(w.conversation).limit(50);
-            tally.query(t, r.messages(&q).await);
+            tally.query(t, r.messages(&q).await).is_some()
         }
-        3 => tally.query(t, r.task(w.tasks[n % w.tasks.len()]).await),
-        _ => tally.query(t, r.task_stats(StatsGroup::All).await),
+        3 => tally
+            .query(t, r.task(w.tasks[n % w.tasks.len()]).await)
+            .is_some(),
+        _ => tally
+            .query(t, r.task_stats(StatsGroup::All).await)
+            .is_some(),
     }
 }
