@@ -8,6 +8,14 @@ use pm_application::AppError;
 use pm_domain::DomainError;
 use serde::Serialize;
 
+/// The code of [`ApiError::key_in_use`].
+pub const KEY_IN_USE: &str = "idempotency_key_in_use";
+
+/// Marks an answer as [`ApiError::key_in_use`], for the `Idempotency-Key` middleware:
+/// the command found its key already has a record and wrote nothing.
+#[derive(Debug, Clone, Copy)]
+pub struct KeyTaken;
+
 /// An error answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
@@ -43,6 +51,16 @@ impl ApiError {
             code,
             detail: detail.into(),
         }
+    }
+
+    /// `409 idempotency_key_in_use` (with `Retry-After: 1`): another request with this
+    /// `Idempotency-Key` is still running.
+    pub fn key_in_use() -> Self {
+        Self::new(
+            StatusCode::CONFLICT,
+            KEY_IN_USE,
+            "a request with this Idempotency-Key is still running; retry later",
+        )
     }
 
     /// `422 validation_failed` naming the field.
@@ -135,11 +153,15 @@ impl IntoResponse for ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
-        if self.status == StatusCode::SERVICE_UNAVAILABLE {
-            // Outages and a lagging projection are short: try again in a second.
+        if self.status == StatusCode::SERVICE_UNAVAILABLE || self.code == KEY_IN_USE {
+            // Outages, a lagging projection and a running request are short: try again in
+            // a second.
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        if self.code == KEY_IN_USE {
+            response.extensions_mut().insert(KeyTaken);
         }
         if self.status == StatusCode::UNAUTHORIZED {
             response
@@ -201,6 +223,7 @@ impl From<AppError> for ApiError {
                 "projection_lagging",
                 e.to_string(),
             ),
+            AppError::IdempotencyKeyTaken => Self::key_in_use(),
             AppError::Unavailable(cause) => Self::unavailable(cause),
             AppError::Internal(cause) => Self::internal(cause),
         }

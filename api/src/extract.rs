@@ -5,6 +5,7 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{header, StatusCode};
 use pm_application::bus::CommandContext;
+use pm_application::idempotency::IdempotencyKey;
 use serde::de::DeserializeOwned;
 use serde_json::error::Category;
 
@@ -152,11 +153,8 @@ impl FromRequestParts<AppState> for Ctx {
             .and_then(|v| v.to_str().ok())
             .filter(|v| !v.is_empty() && v.len() <= 128)
             .map(str::to_string);
-        let idempotency_key = parts
-            .headers
-            .get("idempotency-key")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
+        // Validated, hashed and put there by the `Idempotency-Key` middleware.
+        let idempotency_key = parts.extensions.get::<IdempotencyKey>().cloned();
         Ok(Self(CommandContext {
             correlation_id,
             causation_id,

@@ -15,7 +15,7 @@ use cqrs_es::{AggregateContext, AggregateError, EventStore};
 use pm_domain::{DomainError, PmAggregate, Services};
 use uuid::Uuid;
 
-use crate::idempotency::IdempotencyKey;
+use crate::idempotency::{IdempotencyKey, IdempotencyKeyTaken};
 use crate::log::LogPosition;
 use crate::AppError;
 
@@ -79,8 +79,9 @@ pub struct CommandContext {
     pub causation_id: Option<String>,
     /// The authenticated caller's role (`ingress`, `llm`, `admin`, ...).
     pub role: String,
-    /// The request's `Idempotency-Key`, if it has one (claimed before the command runs).
-    pub idempotency_key: Option<String>,
+    /// The request's `Idempotency-Key`, if it has one: written or completed by the
+    /// command's append.
+    pub idempotency_key: Option<IdempotencyKey>,
 }
 
 /// What a command did, with its entity `E`.
@@ -167,10 +168,7 @@ impl<S> CommandBus<S> {
         S: AggregateStore<A>,
     {
         let aggregate_id = id.to_string();
-        let key = ctx.idempotency_key.as_ref().map(|key| IdempotencyKey {
-            role: ctx.role.clone(),
-            key: key.clone(),
-        });
+        let key = ctx.idempotency_key.as_ref();
         let metadata = EventMetadata {
             correlation_id: ctx.correlation_id.clone(),
             causation_id: ctx.causation_id.clone(),
@@ -199,11 +197,7 @@ impl<S> CommandBus<S> {
                 })?;
                 return Ok(Outcome::Existing { entity });
             };
-            match self
-                .store
-                .append(events, context, &metadata, key.as_ref())
-                .await
-            {
+            match self.store.append(events, context, &metadata, key).await {
                 Ok(positions) => {
                     let position = positions
                         .last()
@@ -240,6 +234,9 @@ fn store_error(e: AggregateError<DomainError>) -> AppError {
         AggregateError::UserError(e) => AppError::Domain(e),
         AggregateError::AggregateConflict => AppError::ConcurrencyConflict { attempts: 1 },
         AggregateError::DatabaseConnectionError(e) => AppError::Unavailable(e.to_string()),
+        AggregateError::UnexpectedError(e) if e.is::<IdempotencyKeyTaken>() => {
+            AppError::IdempotencyKeyTaken
+        }
         AggregateError::DeserializationError(e) | AggregateError::UnexpectedError(e) => {
             AppError::Internal(e.to_string())
         }

@@ -26,6 +26,10 @@ pub enum AppError {
         /// What the read asked for.
         wanted: crate::log::LogPosition,
     },
+    /// The command's `Idempotency-Key` already has a record (see
+    /// [`crate::idempotency::IdempotencyKeyTaken`]); nothing was written.
+    #[error("the Idempotency-Key already has a record")]
+    IdempotencyKeyTaken,
     /// The store could not be reached; the command may be retried.
     #[error("store unavailable: {0}")]
     Unavailable(String),

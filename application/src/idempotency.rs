@@ -5,11 +5,18 @@
 //! - A key is **claimed** by the replica that runs its command (the claim names that
 //!   replica). A claim whose replica is gone (or that is older than [`CLAIM_TIMEOUT`]) is
 //!   taken over by the next request with the key: nothing holds a key for a day.
-//! - A command that writes a fact **completes its key in the same statement as the
-//!   append** ([`IdempotencyKey`] travels with the facts to the store), so a key is either
-//!   still pending with no fact written, or done with its fact's position — never
-//!   "written but unanswerable". A retry of a done key gets the answer rebuilt from that
-//!   fact; a retry of a pending key whose replica is gone runs the command, once.
+//! - **The common case costs no extra statement**: a request runs its command at once,
+//!   and a command that writes a fact **writes its key's row in the same statement as the
+//!   append** ([`IdempotencyKey`] travels with the facts to the store), done with the
+//!   fact's position. When the key already has a row (a repeat, or a key still claimed
+//!   elsewhere) the append writes nothing and fails with [`IdempotencyKeyTaken`]; only
+//!   then is the key claimed and read (the slow path below).
+//! - **The slow path**: a key is **claimed** by the replica that runs its command (the
+//!   claim names that replica); the append then completes the claimed row in its own
+//!   statement. Either way a key is pending with no fact written, or done with its fact's
+//!   position — never "written but unanswerable". A retry of a done key gets the answer
+//!   rebuilt from that fact; a retry of a pending key whose replica is gone runs the
+//!   command, once.
 //! - Answers that write nothing (an identical repeat, a rejection) are recorded after the
 //!   command; if that record is lost, running the command again gives the same answer.
 
@@ -25,14 +32,27 @@ pub const KEY_TTL_HOURS: i64 = 24;
 /// A claim older than this is abandoned whoever holds it (commands take milliseconds).
 pub const CLAIM_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// A key as the store of facts records it: completed in the append's own statement.
+/// A key as the store of facts records it: written or completed in the append's own
+/// statement.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IdempotencyKey {
     /// The caller's role (keys are scoped to it).
     pub role: String,
     /// The key.
     pub key: String,
+    /// The hash of the request (method, path, body) the key was sent with.
+    pub request_hash: String,
+    /// Whether this request holds a claim on the key (its row exists, pending): the
+    /// append completes that row. Otherwise the append writes the key's row itself, and
+    /// fails with [`IdempotencyKeyTaken`] — writing nothing — when the key has a row.
+    pub claimed: bool,
 }
+
+/// The append of a request whose key was not claimed found the key already has a row (a
+/// repeat, or a claim by another request): nothing was written; claim the key and look.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the Idempotency-Key already has a record")]
+pub struct IdempotencyKeyTaken;
 
 /// A stored answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,6 +98,20 @@ pub trait IdempotencyStore: Send + Sync + 'static {
         key: &str,
         request_hash: &str,
     ) -> impl Future<Output = Result<Claim, AppError>> + Send;
+
+    /// Marks the key in flight on this replica for the request about to run it without a
+    /// claim; `false` when a request with it already runs here. [`Self::finish`] ends it.
+    fn enter(&self, role: &str, key: &str) -> bool;
+
+    /// Records the answer of an unclaimed key whose command wrote nothing; `false` (and
+    /// nothing recorded) when the key has a row already.
+    fn record(
+        &self,
+        key: &IdempotencyKey,
+        status: u16,
+        body: &str,
+        location: Option<&str>,
+    ) -> impl Future<Output = Result<bool, AppError>> + Send;
 
     /// Records the answer of a claimed key whose command wrote nothing (a key completed
     /// by its append keeps that answer).

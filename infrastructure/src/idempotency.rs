@@ -1,7 +1,9 @@
-//! The `Idempotency-Key` store: one row per (role, key) holding the request's hash, the
-//! replica that claimed it and, once answered, the answer — for a command that wrote a
-//! fact, that fact's position (set by the append's own statement, see
-//! [`crate::store`]). Rows older than 24 h count as absent.
+//! The `Idempotency-Key` store: one row per (role, key) holding the request's hash and,
+//! once answered, the answer — for a command that wrote a fact, that fact's position. A
+//! request's first run writes its key's row with its fact, in the append's own statement
+//! (see [`crate::store`]), or records its answer after a command that wrote nothing; only a
+//! key that already has a row is claimed here — the claim names the replica that holds
+//! it — and read. Rows older than 24 h count as absent.
 //!
 //! A pending claim is abandoned — and the next request with the key takes it over — when
 //! its replica is gone (PostgreSQL: no session of the database has that replica's
@@ -14,7 +16,7 @@ use std::sync::{Arc, LazyLock, Mutex};
 
 use chrono::{Duration, Utc};
 use pm_application::idempotency::{
-    Claim, IdempotencyStore, StoredResponse, CLAIM_TIMEOUT, KEY_TTL_HOURS,
+    Claim, IdempotencyKey, IdempotencyStore, StoredResponse, CLAIM_TIMEOUT, KEY_TTL_HOURS,
 };
 use pm_application::log::LogPosition;
 use pm_application::AppError;
@@ -58,7 +60,7 @@ impl DbIdempotencyStore {
     }
 
     /// Marks the key in flight here; `false` when it already is.
-    fn enter(&self, role: &str, key: &str) -> bool {
+    fn mark(&self, role: &str, key: &str) -> bool {
         self.in_flight
             .lock()
             .map(|mut set| set.insert((role.to_string(), key.to_string())))
@@ -206,7 +208,7 @@ impl IdempotencyStore for DbIdempotencyStore {
                 Dialect::Sqlite => CLAIM.as_str(),
             };
             if self.db.execute(claim, args).await.map_err(store_error)? == 1 {
-                self.enter(role, key);
+                self.mark(role, key);
                 return Ok(Claim::Claimed);
             }
             let row = self
@@ -227,7 +229,7 @@ impl IdempotencyStore for DbIdempotencyStore {
                     if !self
                         .abandoned(role, key, owner.as_deref(), claimed_at)
                         .await?
-                        || !self.enter(role, key)
+                        || !self.mark(role, key)
                     {
                         return Ok(Claim::InFlight);
                     }
@@ -252,6 +254,36 @@ impl IdempotencyStore for DbIdempotencyStore {
             }
         }
         Ok(Claim::InFlight)
+    }
+
+    fn enter(&self, role: &str, key: &str) -> bool {
+        self.mark(role, key)
+    }
+
+    async fn record(
+        &self,
+        key: &IdempotencyKey,
+        status: u16,
+        body: &str,
+        location: Option<&str>,
+    ) -> Result<bool, AppError> {
+        let written = self
+            .db
+            .execute(
+                "INSERT INTO idempotency_keys (role, key, request_hash, created_at, claimed_at, status, body, location) \
+                 VALUES ($1, $2, $3, $4::timestamptz, $4::timestamptz, $5, $6, $7) ON CONFLICT (role, key) DO NOTHING",
+                Args::new()
+                    .text(&key.role)
+                    .text(&key.key)
+                    .text(&key.request_hash)
+                    .time(&Utc::now())
+                    .int(i64::from(status))
+                    .text(body)
+                    .opt_text(location),
+            )
+            .await
+            .map_err(store_error)?;
+        Ok(written == 1)
     }
 
     async fn complete(

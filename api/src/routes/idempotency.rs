@@ -1,27 +1,36 @@
 //! `Idempotency-Key`: a repeat of the same key by the same role within 24 h gets the
 //! first answer again (`Idempotent-Replayed: true`), without a new fact — also when the
 //! first request was cut off by a crash, an outage or a failover after its fact was
-//! written (the append completes the key in its own statement, and the answer is rebuilt
-//! from that fact), and when it was cut off before (its claim is taken over and the
-//! command runs, once). The same key with a different request is
-//! `422 idempotency_key_reused`; while the first request is still running on a live
-//! replica, `409 idempotency_key_in_use`.
+//! written, and when it was cut off before (the command runs, once). The same key with a
+//! different request is `422 idempotency_key_reused`; while a request with the key is
+//! still running on this replica, or holds a claim on it on a live replica,
+//! `409 idempotency_key_in_use`.
+//!
+//! The common case costs nothing extra: the command runs at once and its append writes
+//! the key's row in the same statement as the fact (an answer that wrote nothing is
+//! recorded after it). Only when the key already has a row — a repeat — does the append
+//! write nothing, and the key is then claimed and read: its answer replayed, or, for an
+//! abandoned claim, the command run under a claim (see `pm_application::idempotency`).
+//! Two requests with one key racing on two replicas both run; the first append wins and
+//! the other answers with its replay.
 //!
 //! A keyed command runs in a task of its own, so a client that goes away mid-request does
 //! not cancel it between its append and the key's bookkeeping.
 
-use axum::body::{to_bytes, Body};
+use axum::body::{to_bytes, Body, Bytes};
 use axum::extract::{Request, State};
+use axum::http::request::Parts;
+use axum::http::response::Parts as ResponseParts;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use pm_application::fact::Fact;
-use pm_application::idempotency::{Claim, IdempotencyStore, StoredResponse};
+use pm_application::idempotency::{Claim, IdempotencyKey, IdempotencyStore, StoredResponse};
 use pm_application::log::{EventFilter, LogPosition, LogReader};
 use sha2::{Digest, Sha256};
 
 use crate::auth::Caller;
-use crate::error::ApiError;
+use crate::error::{ApiError, KeyTaken};
 use crate::routes::commands::{fact_answer, EVENT_POSITION};
 use crate::state::AppState;
 
@@ -84,53 +93,130 @@ async fn run(state: AppState, req: Request, next: Next) -> Result<Response, Resp
     hasher.update(parts.uri.path());
     hasher.update(b"\n");
     hasher.update(&bytes);
-    let hash = format!("{:x}", hasher.finalize());
-
-    let claim = state
-        .idempotency
-        .claim(role, &key, &hash)
-        .await
-        .map_err(|e| ApiError::from(e).into_response())?;
-    match claim {
-        Claim::Done(stored) => return replay(&state, stored).await,
-        Claim::Mismatch => {
-            return Err(ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "idempotency_key_reused",
-                "this Idempotency-Key was used for a different request",
-            )
-            .into_response())
-        }
-        Claim::InFlight => {
-            let mut response = ApiError::new(
-                StatusCode::CONFLICT,
-                "idempotency_key_in_use",
-                "a request with this Idempotency-Key is still running; retry later",
-            )
-            .into_response();
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-            return Err(response);
-        }
-        Claim::Claimed => {}
+    let request = Keyed {
+        key: IdempotencyKey {
+            role: role.to_string(),
+            key,
+            request_hash: format!("{:x}", hasher.finalize()),
+            claimed: false,
+        },
+        role,
+        parts,
+        bytes,
+        next,
+    };
+    if !state.idempotency.enter(role, &request.key.key) {
+        return Err(ApiError::key_in_use().into_response());
     }
     let guard = InFlight {
         state: state.clone(),
         role,
-        key,
+        key: request.key.key.clone(),
     };
-    let task = tokio::spawn(async move {
-        let response = next
-            .run(Request::from_parts(parts, Body::from(bytes)))
-            .await;
-        let answer = record(&guard, response).await;
-        drop(guard);
-        answer
-    });
+    let task = tokio::spawn(unclaimed(state, guard, request));
     Ok(task.await.unwrap_or_else(|e| {
         ApiError::internal(format!("the command's task failed: {e}")).into_response()
     }))
+}
+
+/// A request with a valid `Idempotency-Key`, kept to be run again if need be.
+struct Keyed {
+    key: IdempotencyKey,
+    role: &'static str,
+    parts: Parts,
+    bytes: Bytes,
+    next: Next,
+}
+
+impl Keyed {
+    /// Runs the command with the key (as it stands) for its append.
+    async fn send(&self) -> Response {
+        let mut request = Request::from_parts(self.parts.clone(), Body::from(self.bytes.clone()));
+        request.extensions_mut().insert(self.key.clone());
+        self.next.clone().run(request).await
+    }
+}
+
+/// The common case: runs the command at once. A fact's append writes the key's row; an
+/// answer that wrote nothing is recorded after it. When the key turns out to have a row
+/// already (a repeat, or a request claiming it), the key is claimed and looked at.
+async fn unclaimed(state: AppState, guard: InFlight, request: Keyed) -> Response {
+    let response = request.send().await;
+    let status = response.status();
+    if status == StatusCode::CREATED || status.is_server_error() {
+        // Written with its fact, or nothing to keep (a retry runs the command again).
+        return response;
+    }
+    if response.extensions().get::<KeyTaken>().is_none() {
+        let (parts, body) = match buffered(response).await {
+            Ok(buffered) => buffered,
+            Err(response) => return response,
+        };
+        let location = parts
+            .headers
+            .get(header::LOCATION)
+            .and_then(|v| v.to_str().ok());
+        let text = String::from_utf8_lossy(&body);
+        match state
+            .idempotency
+            .record(&request.key, status.as_u16(), &text, location)
+            .await
+        {
+            Ok(false) => {}
+            Ok(true) => return Response::from_parts(parts, Body::from(body)),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not store an idempotency answer");
+                return Response::from_parts(parts, Body::from(body));
+            }
+        }
+    }
+    drop(guard);
+    claimed(state, request).await
+}
+
+/// The slow path: claims the key, then replays its answer or runs the command under the
+/// claim.
+async fn claimed(state: AppState, mut request: Keyed) -> Response {
+    let key = &request.key;
+    let claim = match state
+        .idempotency
+        .claim(&key.role, &key.key, &key.request_hash)
+        .await
+    {
+        Ok(claim) => claim,
+        Err(e) => return ApiError::from(e).into_response(),
+    };
+    match claim {
+        Claim::Done(stored) => replay(&state, stored).await.unwrap_or_else(|r| r),
+        Claim::Mismatch => ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "idempotency_key_reused",
+            "this Idempotency-Key was used for a different request",
+        )
+        .into_response(),
+        Claim::InFlight => ApiError::key_in_use().into_response(),
+        Claim::Claimed => {
+            let guard = InFlight {
+                state: state.clone(),
+                role: request.role,
+                key: request.key.key.clone(),
+            };
+            request.key.claimed = true;
+            let response = request.send().await;
+            record(&guard, response).await
+        }
+    }
+}
+
+/// The answer's head and body, or a `500` when the body cannot be read.
+async fn buffered(response: Response) -> Result<(ResponseParts, Bytes), Response> {
+    let (parts, body) = response.into_parts();
+    match to_bytes(body, usize::MAX).await {
+        Ok(body) => Ok((parts, body)),
+        Err(e) => {
+            Err(ApiError::internal(format!("could not buffer the answer: {e}")).into_response())
+        }
+    }
 }
 
 /// Records the answer of a command that ran under a claimed key: a `201` was recorded by
@@ -141,21 +227,21 @@ async fn record(guard: &InFlight, response: Response) -> Response {
     if status == StatusCode::CREATED {
         return response;
     }
-    if status.is_server_error() {
+    let release = || async {
         if let Err(e) = store.release(role, key).await {
             tracing::warn!(error = %e, "could not release an idempotency key");
         }
+    };
+    if status.is_server_error() {
+        release().await;
         return response;
     }
-    let (parts, body) = response.into_parts();
-    let body = match to_bytes(body, usize::MAX).await {
-        Ok(body) => body,
-        Err(e) => {
+    let (parts, body) = match buffered(response).await {
+        Ok(buffered) => buffered,
+        Err(response) => {
             // Nothing worth replaying: give the key up so a retry runs again.
-            if let Err(e) = store.release(role, key).await {
-                tracing::warn!(error = %e, "could not release an idempotency key");
-            }
-            return ApiError::internal(format!("could not buffer the answer: {e}")).into_response();
+            release().await;
+            return response;
         }
     };
     let location = parts

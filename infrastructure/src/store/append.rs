@@ -1,9 +1,10 @@
 //! Appending one command's facts atomically, returning their log positions — and, when the
-//! command has an `Idempotency-Key`, completing the key in the same statement (PostgreSQL)
-//! or transaction (SQLite), so a durable fact always has its key's answer.
+//! command has an `Idempotency-Key`, writing or completing the key's row in the same
+//! statement (PostgreSQL) or transaction (SQLite), so a durable fact always has its key's
+//! answer.
 
 use cqrs_es::AggregateError;
-use pm_application::idempotency::IdempotencyKey;
+use pm_application::idempotency::{IdempotencyKey, IdempotencyKeyTaken};
 use pm_application::log::LogPosition;
 use pm_domain::DomainError;
 use serde_json::Value;
@@ -38,6 +39,14 @@ pub struct NewEvent<'a> {
 pub(crate) const COMPLETE_KEY: &str = "UPDATE idempotency_keys SET status = 201, position = $3 \
      WHERE role = $1 AND key = $2 AND status IS NULL";
 
+/// Writes an unclaimed key's row, done with the fact at `position` (`$1` role, `$2` key,
+/// `$3` request hash, `$4` position); nothing when the key has a row (SQLite).
+const RECORD_KEY: &str = "INSERT INTO idempotency_keys (role, key, request_hash, created_at, claimed_at, status, position) \
+     VALUES ($1, $2, $3, $5, $5, 201, $4) ON CONFLICT (role, key) DO NOTHING";
+
+/// The rows and, with a key, its row: completed when claimed ($11), written otherwise —
+/// a key that has a row already makes the `INSERT` violate `idempotency_keys_pkey`, and
+/// the whole statement writes nothing.
 const PG_APPEND: &str = "\
 WITH ins AS (
   INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, conversation_id)
@@ -45,9 +54,24 @@ WITH ins AS (
   RETURNING sequence, global_position
 ), done AS (
   UPDATE idempotency_keys SET status = 201, position = (SELECT max(global_position) FROM ins)::text
-  WHERE role = $9 AND key = $10 AND status IS NULL
+  WHERE $11 AND role = $9 AND key = $10 AND status IS NULL
+), fresh AS (
+  INSERT INTO idempotency_keys (role, key, request_hash, created_at, claimed_at, status, position)
+  SELECT $9, $10, $12, now(), now(), 201, (SELECT max(global_position) FROM ins)::text
+  WHERE $10::text IS NOT NULL AND NOT $11
 )
 SELECT sequence, global_position FROM ins";
+
+/// The error of an append whose unclaimed key already has a row.
+pub(crate) fn key_taken() -> AggregateError<DomainError> {
+    AggregateError::UnexpectedError(Box::new(IdempotencyKeyTaken))
+}
+
+/// Whether `e` is an unclaimed key's row colliding with one committed meanwhile.
+pub(crate) fn is_key_race(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db)
+        if db.is_unique_violation() && db.constraint() == Some("idempotency_keys_pkey"))
+}
 
 /// Appends `rows` atomically and returns their positions in row order; completes `key`
 /// with the last one. On PostgreSQL single-fact commands go through
@@ -91,9 +115,17 @@ pub async fn append(
                 .bind(rows.iter().map(|r| r.conversation_id).collect::<Vec<_>>())
                 .bind(key.map(|k| k.role.as_str()))
                 .bind(key.map(|k| k.key.as_str()))
+                .bind(key.is_some_and(|k| k.claimed))
+                .bind(key.map(|k| k.request_hash.as_str()))
                 .fetch_all(pool)
                 .await
-                .map_err(classify)?;
+                .map_err(|e| {
+                    if is_key_race(&e) {
+                        key_taken()
+                    } else {
+                        classify(e)
+                    }
+                })?;
             fetched
                 .into_iter()
                 .map(|(sequence, seq)| (sequence, LogPosition(seq)))
@@ -122,13 +154,24 @@ pub async fn append(
                 .map_err(classify)?;
             let last = fetched.iter().map(|(_, p)| *p).max();
             if let (Some(key), Some(last)) = (key, last) {
-                sqlx::query(COMPLETE_KEY)
-                    .bind(&key.role)
-                    .bind(&key.key)
-                    .bind(last.to_string())
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(classify)?;
+                let query = if key.claimed {
+                    sqlx::query(COMPLETE_KEY)
+                        .bind(&key.role)
+                        .bind(&key.key)
+                        .bind(last.to_string())
+                } else {
+                    sqlx::query(RECORD_KEY)
+                        .bind(&key.role)
+                        .bind(&key.key)
+                        .bind(&key.request_hash)
+                        .bind(last.to_string())
+                        .bind(pm_domain::time::format(&chrono::Utc::now()))
+                };
+                let written = query.execute(&mut *tx).await.map_err(classify)?;
+                if !key.claimed && written.rows_affected() == 0 {
+                    // Dropping the transaction rolls the facts back.
+                    return Err(key_taken());
+                }
             }
             tx.commit().await.map_err(classify)?;
             fetched

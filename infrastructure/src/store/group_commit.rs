@@ -16,29 +16,52 @@ use sqlx::PgPool;
 use tokio::sync::{mpsc, oneshot, Mutex};
 use uuid::Uuid;
 
-use super::append::{classify, NewEvent};
+use super::append::{classify, is_key_race, key_taken, NewEvent};
 
-/// The batch's rows are inserted unless their sequence is taken, and the idempotency key
-/// of every written row that has one is completed with its position — in one statement,
-/// so a durable fact always has its key's answer.
+/// The batch's rows are inserted unless their sequence is taken or their unclaimed key
+/// already has a row; the key of every written row is written (unclaimed) or completed
+/// (claimed) with its position — in one statement, so a durable fact always has its key's
+/// answer. The result names every row written, and every row skipped for its key.
+///
+/// The key check is a scalar sub-select, not `EXISTS`: PostgreSQL may run an `EXISTS` as
+/// a hashed subplan over the whole key table (seen: a sequential scan per batch).
+/// It reads the statement's snapshot: a key row committed after it makes the
+/// key's `INSERT` violate `idempotency_keys_pkey`, the whole statement fails and the batch
+/// is written again (the next snapshot sees the row).
 const PG_APPEND_SKIPPING_TAKEN: &str = "\
 WITH input AS (
-  SELECT * FROM UNNEST($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::uuid[], $9::text[], $10::text[])
-    AS i(aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, conversation_id, key_role, key)
+  SELECT * FROM UNNEST($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::uuid[], $9::text[], $10::text[], $11::text[], $12::bool[])
+    AS i(aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, conversation_id, key_role, key, key_hash, key_claimed)
+), checked AS (
+  SELECT i.*, (NOT i.key_claimed AND COALESCE((
+    SELECT true FROM idempotency_keys k WHERE k.role = i.key_role AND k.key = i.key), false)) AS key_taken
+  FROM input i
 ), ins AS (
   INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, conversation_id)
-  SELECT aggregate_type, aggregate_id, sequence, event_type, event_version, payload::json, metadata::json, conversation_id FROM input
+  SELECT aggregate_type, aggregate_id, sequence, event_type, event_version, payload::json, metadata::json, conversation_id
+  FROM checked WHERE key_taken IS NOT TRUE
   ON CONFLICT (aggregate_type, aggregate_id, sequence) DO NOTHING
   RETURNING aggregate_type, aggregate_id, sequence, global_position
 ), done AS (
   UPDATE idempotency_keys k SET status = 201, position = ins.global_position::text
   FROM ins JOIN input i USING (aggregate_type, aggregate_id, sequence)
-  WHERE i.key IS NOT NULL AND k.role = i.key_role AND k.key = i.key AND k.status IS NULL
+  WHERE i.key_claimed AND k.role = i.key_role AND k.key = i.key AND k.status IS NULL
+), fresh AS (
+  INSERT INTO idempotency_keys (role, key, request_hash, created_at, claimed_at, status, position)
+  SELECT i.key_role, i.key, i.key_hash, now(), now(), 201, ins.global_position::text
+  FROM ins JOIN input i USING (aggregate_type, aggregate_id, sequence)
+  WHERE i.key IS NOT NULL AND NOT i.key_claimed
 )
-SELECT aggregate_type, aggregate_id, sequence, global_position FROM ins";
+SELECT aggregate_type, aggregate_id, sequence, global_position FROM ins
+UNION ALL
+SELECT aggregate_type, aggregate_id, sequence, NULL FROM checked WHERE key_taken";
 
-/// A written row: aggregate type, aggregate id, sequence, global position.
-type WrittenRow = (String, String, i64, i64);
+/// A row of the result: aggregate type, aggregate id, sequence, and the global position
+/// it was written at (`None`: skipped, its key has a row).
+type WrittenRow = (String, String, i64, Option<i64>);
+
+/// How often a batch is written again after a key row appeared under its snapshot.
+const KEY_RACE_ATTEMPTS: usize = 3;
 
 /// An owned row waiting for its batch.
 struct Job {
@@ -51,7 +74,16 @@ struct Job {
     metadata: String,
     conversation_id: Option<Uuid>,
     key: Option<IdempotencyKey>,
-    reply: oneshot::Sender<Result<LogPosition, AggregateError<DomainError>>>,
+    reply: Option<oneshot::Sender<Result<LogPosition, AggregateError<DomainError>>>>,
+}
+
+impl Job {
+    /// Answers the command waiting for this row (once).
+    fn answer(mut self, answer: Result<LogPosition, AggregateError<DomainError>>) {
+        if let Some(reply) = self.reply.take() {
+            let _ = reply.send(answer);
+        }
+    }
 }
 
 /// The handle commands append through.
@@ -94,7 +126,7 @@ impl GroupCommit {
             metadata: row.metadata.to_string(),
             conversation_id: row.conversation_id,
             key: key.cloned(),
-            reply,
+            reply: Some(reply),
         };
         let gone = || AggregateError::DatabaseConnectionError("the append workers stopped".into());
         self.jobs.send(job).await.map_err(|_| gone())?;
@@ -122,9 +154,61 @@ async fn worker(pool: PgPool, queue: Arc<Mutex<mpsc::Receiver<Job>>>, max_batch:
     }
 }
 
-async fn write(pool: &PgPool, jobs: Vec<Job>) {
+async fn write(pool: &PgPool, mut jobs: Vec<Job>) {
     metrics::histogram!("pm_append_batch_events").record(jobs.len() as f64);
-    let result: Result<Vec<WrittenRow>, sqlx::Error> = sqlx::query_as(PG_APPEND_SKIPPING_TAKEN)
+    // Two unclaimed rows with one key cannot both be written: the second is skipped, as
+    // if the first had committed before it (one replica runs one request per key at a
+    // time, so this is a safeguard).
+    let mut seen = std::collections::HashSet::new();
+    jobs.retain_mut(|job| match &job.key {
+        Some(k) if !k.claimed && !seen.insert((k.role.clone(), k.key.clone())) => {
+            if let Some(reply) = job.reply.take() {
+                let _ = reply.send(Err(key_taken()));
+            }
+            false
+        }
+        _ => true,
+    });
+    let mut attempt = 1;
+    let result = loop {
+        match statement(pool, &jobs).await {
+            Err(e) if attempt < KEY_RACE_ATTEMPTS && is_key_race(&e) => attempt += 1,
+            result => break result,
+        }
+    };
+    match result {
+        Ok(rows) => {
+            for job in jobs {
+                let written = rows.iter().find(|(t, id, seq, _)| {
+                    t == job.aggregate_type && *id == job.aggregate_id && *seq == job.sequence
+                });
+                let answer = match written {
+                    Some((_, _, _, Some(position))) => Ok(LogPosition(*position)),
+                    Some((_, _, _, None)) => Err(key_taken()),
+                    None => Err(AggregateError::AggregateConflict),
+                };
+                job.answer(answer);
+            }
+        }
+        Err(e) => {
+            let message = e.to_string();
+            let transient = matches!(classify(e), AggregateError::DatabaseConnectionError(_));
+            for job in jobs {
+                let err = if transient {
+                    AggregateError::DatabaseConnectionError(message.clone().into())
+                } else {
+                    AggregateError::UnexpectedError(message.clone().into())
+                };
+                job.answer(Err(err));
+            }
+        }
+    }
+}
+
+/// The batch's one statement.
+async fn statement(pool: &PgPool, jobs: &[Job]) -> Result<Vec<WrittenRow>, sqlx::Error> {
+    let keys = || jobs.iter().map(|j| j.key.as_ref());
+    sqlx::query_as(PG_APPEND_SKIPPING_TAKEN)
         .bind(jobs.iter().map(|j| j.aggregate_type).collect::<Vec<_>>())
         .bind(
             jobs.iter()
@@ -146,41 +230,25 @@ async fn write(pool: &PgPool, jobs: Vec<Job>) {
         .bind(jobs.iter().map(|j| j.metadata.as_str()).collect::<Vec<_>>())
         .bind(jobs.iter().map(|j| j.conversation_id).collect::<Vec<_>>())
         .bind(
-            jobs.iter()
-                .map(|j| j.key.as_ref().map(|k| k.role.as_str()))
+            keys()
+                .map(|k| k.map(|k| k.role.as_str()))
                 .collect::<Vec<_>>(),
         )
         .bind(
-            jobs.iter()
-                .map(|j| j.key.as_ref().map(|k| k.key.as_str()))
+            keys()
+                .map(|k| k.map(|k| k.key.as_str()))
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            keys()
+                .map(|k| k.map(|k| k.request_hash.as_str()))
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            keys()
+                .map(|k| k.is_some_and(|k| k.claimed))
                 .collect::<Vec<_>>(),
         )
         .fetch_all(pool)
-        .await;
-    match result {
-        Ok(rows) => {
-            for job in jobs {
-                let written = rows.iter().find(|(t, id, seq, _)| {
-                    t == job.aggregate_type && *id == job.aggregate_id && *seq == job.sequence
-                });
-                let answer = match written {
-                    Some((_, _, _, position)) => Ok(LogPosition(*position)),
-                    None => Err(AggregateError::AggregateConflict),
-                };
-                let _ = job.reply.send(answer);
-            }
-        }
-        Err(e) => {
-            let message = e.to_string();
-            let transient = matches!(classify(e), AggregateError::DatabaseConnectionError(_));
-            for job in jobs {
-                let err = if transient {
-                    AggregateError::DatabaseConnectionError(message.clone().into())
-                } else {
-                    AggregateError::UnexpectedError(message.clone().into())
-                };
-                let _ = job.reply.send(Err(err));
-            }
-        }
-    }
+        .await
 }

@@ -214,7 +214,37 @@ async fn concurrent_requests_with_one_key_make_one_fact(db: TestDb) {
     svc.stop().await;
 }
 
+/// A key whose first answer was a rejection replays it even after the state changed so
+/// that the command would now succeed: the append finds the key's record and writes
+/// nothing.
+async fn a_keyed_rejection_is_replayed_after_the_state_changed(db: TestDb) {
+    let svc = TestService::start(&db, &all_tokens()).await;
+    let a = actor(&svc).await;
+    // A message to a conversation that does not exist yet, under its derived id.
+    let c = pm_domain::ids::conversation_id("github", "acme/web#77");
+    let path = format!("/v1/conversations/{c}/messages");
+    let body = json!({"actor_id": a, "content": "Too early"});
+    let headers = [("idempotency-key", "too-early")];
+    let first = post_with(&svc, Some(ADMIN), &path, &body, &headers).await;
+    assert_problem(&first, 404, "conversation_not_found");
+    let started = json!({"actor_ids": [a], "title": "Issue 77", "external_source": "github",
+        "external_id": "acme/web#77"});
+    let r = svc.post(Some(ADMIN), "/v1/conversations", &started).await;
+    assert_eq!(created(&r), c.to_string());
+    let before = settled_count(&svc).await;
+    let again = post_with(&svc, Some(ADMIN), &path, &body, &headers).await;
+    assert_problem(&again, 404, "conversation_not_found");
+    assert_eq!(again.json, first.json);
+    assert_eq!(again.header("idempotent-replayed"), Some("true"));
+    assert_eq!(settled_count(&svc).await, before, "the repeat wrote a fact");
+    // The same command with another key runs.
+    let other = [("idempotency-key", "in-time")];
+    created(&post_with(&svc, Some(ADMIN), &path, &body, &other).await);
+    svc.stop().await;
+}
+
 on_both_backends!(
+    a_keyed_rejection_is_replayed_after_the_state_changed,
     concurrent_deliveries_of_one_message_make_one_fact,
     concurrent_requests_with_one_key_make_one_fact,
     conversations_with_an_external_identity_are_idempotent,
@@ -224,3 +254,43 @@ on_both_backends!(
     an_idempotency_key_reused_for_another_body_is_422,
     idempotency_keys_are_per_role,
 );
+
+/// Two replicas running requests with one key at once (each replica runs its own at once,
+/// without a claim): the first append wins, every other request answers with that same
+/// `201` (or `409 idempotency_key_in_use` while a request with it runs on its replica),
+/// and each key makes exactly one fact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_racing_with_one_key_make_one_fact_postgres() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let replicas = [
+        TestService::start(&db, &all_tokens()).await,
+        TestService::start(&db, &all_tokens()).await,
+    ];
+    let body = json!({"kind": "human", "display_name": "Raced"});
+    let before = settled_count(&replicas[0]).await;
+    let rounds = 6;
+    for round in 0..rounds {
+        let key = format!("two-replicas-{round}");
+        let answers = join_all((0..8).map(|i| keyed(&replicas[i % 2], INGRESS, &key, &body))).await;
+        let first = answers
+            .iter()
+            .find(|r| r.status == 201)
+            .unwrap_or_else(|| panic!("round {round}: no 201 among {answers:?}"));
+        for r in &answers {
+            match r.status {
+                201 => assert_eq!(r.json, first.json, "round {round}: another entity"),
+                _ => assert_problem(r, 409, "idempotency_key_in_use"),
+            }
+        }
+    }
+    assert_eq!(
+        settled_count(&replicas[0]).await,
+        before + rounds,
+        "one fact per key"
+    );
+    for replica in replicas {
+        replica.stop().await;
+    }
+}
