@@ -1,7 +1,7 @@
 //! The projection's fast path: the planner ([`pm_application::read_model::plan`]) turns a
 //! batch into rows and summed deltas, and these functions write them with one multi-row
-//! `INSERT` per table and one `UPDATE` per touched task and conversation — instead of two
-//! or three statements per event. When the batch fails for a reason that is not
+//! `INSERT` per table and one multi-row `UPDATE` for the touched tasks and one for the
+//! touched conversations — instead of two or three statements per event. When the batch fails for a reason that is not
 //! transient, the caller replays it event by event ([`super::facts`]) to find and park the
 //! poison event.
 
@@ -294,75 +294,117 @@ async fn insert_messages(
     .await
 }
 
-/// Tasks created before the batch that got checkpoints in it.
-async fn update_tasks(tx: &mut Tx, g: i64, plan: &Plan<'_>) -> Result<(), ApplyError> {
-    let sql = format!(
-        "UPDATE {} SET checkpoint_count = checkpoint_count + $2, \
-         status = COALESCE($3, status), status_changed_at = COALESCE($4::timestamptz, status_changed_at), \
-         status_sequence = $5, \
-         first_work_started_at = COALESCE(first_work_started_at, $6::timestamptz), \
-         last_work_completed_at = COALESCE($7::timestamptz, last_work_completed_at) \
-         WHERE id = $1::uuid",
-        table(g, "tasks")
-    );
-    let touched = plan
-        .tasks
-        .iter()
-        .filter(|(id, s)| s.touched && !plan.created_here.contains(id));
-    for (id, s) in touched {
-        let changed = s.status_changed_at.as_ref();
-        let args = Args::new()
-            .uuid(*id)
-            .int(s.added_checkpoints)
-            .opt_text(changed.map(|_| s.status.as_str()))
-            .opt_time(changed)
-            .int(s.status_sequence)
-            .opt_time(s.first_started.as_ref())
-            .opt_time(s.last_completed.as_ref());
+/// `WITH v (columns) AS (VALUES <rows>) UPDATE <table> SET <set> FROM v WHERE <table>.id =
+/// v.<id>`: one statement for every touched row of a table (both databases).
+async fn update_from_values(
+    tx: &mut Tx,
+    table: &str,
+    columns: &str,
+    casts: &[&str],
+    set: &str,
+    rows: usize,
+    args: Args,
+) -> Result<(), ApplyError> {
+    if rows > 0 {
+        let sql = format!(
+            "WITH v ({columns}) AS (VALUES {}) UPDATE {table} SET {set} FROM v WHERE {table}.id = v.row_id",
+            values(casts, rows)
+        );
         tx.execute(&sql, args).await?;
     }
     Ok(())
 }
 
-/// Every touched conversation: summed counts, task counts by status, latest checkpoint.
+/// Tasks created before the batch that got checkpoints in it: one `UPDATE`.
+async fn update_tasks(tx: &mut Tx, g: i64, plan: &Plan<'_>) -> Result<(), ApplyError> {
+    let touched: Vec<_> = plan
+        .tasks
+        .iter()
+        .filter(|(id, s)| s.touched && !plan.created_here.contains(id))
+        .collect();
+    let args = touched
+        .iter()
+        .fold(Args::with_capacity(touched.len() * 7), |a, (id, s)| {
+            let changed = s.status_changed_at.as_ref();
+            a.uuid(**id)
+                .int(s.added_checkpoints)
+                .opt_text(changed.map(|_| s.status.as_str()))
+                .opt_time(changed)
+                .int(s.status_sequence)
+                .opt_time(s.first_started.as_ref())
+                .opt_time(s.last_completed.as_ref())
+        });
+    update_from_values(
+        tx,
+        &table(g, "tasks"),
+        "row_id, added, new_status, changed_at, new_sequence, started, completed",
+        &[UUID, "", "", TS, "", TS, TS],
+        "checkpoint_count = checkpoint_count + v.added, \
+         status = COALESCE(v.new_status, status), \
+         status_changed_at = COALESCE(v.changed_at, status_changed_at), \
+         status_sequence = v.new_sequence, \
+         first_work_started_at = COALESCE(first_work_started_at, v.started), \
+         last_work_completed_at = COALESCE(v.completed, last_work_completed_at)",
+        touched.len(),
+        args,
+    )
+    .await
+}
+
+/// Every touched conversation: summed counts, task counts by status, latest checkpoint —
+/// one `UPDATE`.
 async fn update_conversations(
     tx: &mut Tx,
     g: i64,
     conversations: &HashMap<Uuid, ConversationDelta>,
 ) -> Result<(), ApplyError> {
-    for (id, c) in conversations {
-        let mut sql = format!(
-            "UPDATE {} SET message_count = message_count + $2, checkpoint_count = checkpoint_count + $3, \
-             task_count = task_count + $4, \
-             updated_at = CASE WHEN $5::timestamptz IS NOT NULL AND updated_at < $5::timestamptz THEN $5::timestamptz ELSE updated_at END",
-            table(g, "conversations")
-        );
-        for status in TaskStatus::all() {
-            let delta = c.statuses[status.index()];
-            if delta != 0 {
-                let column = status_column(status);
-                sql.push_str(&format!(", {column} = {column} + {delta}"));
-            }
-        }
-        let mut args = Args::new()
-            .uuid(*id)
-            .int(c.messages)
-            .int(c.checkpoints)
-            .int(c.tasks)
-            .opt_time(c.updated_at.as_ref());
-        if let Some(latest) = &c.latest {
-            sql.push_str(
-                ", latest_checkpoint_id = $6::uuid, latest_checkpoint_type = $7, \
-                 latest_checkpoint_summary = $8, latest_checkpoint_at = $9::timestamptz",
-            );
-            args = args
-                .uuid(latest.id)
-                .text(latest.checkpoint_type.as_str())
-                .text(latest.summary.as_str())
-                .time(&latest.created_at);
-        }
-        sql.push_str(" WHERE id = $1::uuid");
-        tx.execute(&sql, args).await?;
+    let statuses: Vec<TaskStatus> = TaskStatus::all().collect();
+    let mut columns = String::from(
+        "row_id, messages, checkpoints, tasks, updated, latest_id, latest_type, latest_summary, latest_at",
+    );
+    let mut casts = vec![UUID, "", "", "", TS, UUID, "", "", TS];
+    let mut set = String::from(
+        "message_count = message_count + v.messages, \
+         checkpoint_count = checkpoint_count + v.checkpoints, task_count = task_count + v.tasks, \
+         updated_at = CASE WHEN v.updated IS NOT NULL AND updated_at < v.updated THEN v.updated ELSE updated_at END, \
+         latest_checkpoint_id = COALESCE(v.latest_id, latest_checkpoint_id), \
+         latest_checkpoint_type = COALESCE(v.latest_type, latest_checkpoint_type), \
+         latest_checkpoint_summary = COALESCE(v.latest_summary, latest_checkpoint_summary), \
+         latest_checkpoint_at = COALESCE(v.latest_at, latest_checkpoint_at)",
+    );
+    for (i, status) in statuses.iter().enumerate() {
+        let column = status_column(*status);
+        columns.push_str(&format!(", d{i}"));
+        casts.push("");
+        set.push_str(&format!(", {column} = {column} + v.d{i}"));
     }
-    Ok(())
+    let args = conversations.iter().fold(
+        Args::with_capacity(conversations.len() * casts.len()),
+        |a, (id, c)| {
+            let latest = c.latest.as_ref();
+            let a = a
+                .uuid(*id)
+                .int(c.messages)
+                .int(c.checkpoints)
+                .int(c.tasks)
+                .opt_time(c.updated_at.as_ref())
+                .opt_uuid(latest.map(|l| l.id))
+                .opt_text(latest.map(|l| l.checkpoint_type.as_str()))
+                .opt_text(latest.map(|l| l.summary.as_str()))
+                .opt_time(latest.map(|l| &l.created_at));
+            statuses
+                .iter()
+                .fold(a, |a, status| a.int(c.statuses[status.index()]))
+        },
+    );
+    update_from_values(
+        tx,
+        &table(g, "conversations"),
+        &columns,
+        &casts,
+        &set,
+        conversations.len(),
+        args,
+    )
+    .await
 }

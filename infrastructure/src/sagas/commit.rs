@@ -50,25 +50,74 @@ pub async fn commit(
     agents(&mut tx, write).await.map_err(sql_error)?;
     turns(&mut tx, write).await.map_err(sql_error)?;
     anomalies(&mut tx, write).await.map_err(sql_error)?;
-    let last_position = match runes(&mut tx, &write.runes).await {
-        Ok(last) => last,
+    let to = batch.map_or(cursor, |(_, to)| to);
+    let appended = match &mut tx {
+        // One statement appends the runes and moves the cursor: the log's order lock is
+        // held from it to the commit, one round trip less.
+        Tx::Postgres(pg) if !write.runes.is_empty() => runes_and_cursor(pg, &write.runes, to)
+            .await
+            .map(|last| (last, true)),
+        _ => runes(&mut tx, &write.runes).await.map(|last| (last, false)),
+    };
+    let last_position = match appended {
+        Ok((last, true)) => last,
+        Ok((last, false)) => {
+            tx.execute(MOVE_CURSOR, cursor_args(to))
+                .await
+                .map_err(sql_error)?;
+            last
+        }
         // A taken sequence: another writer appended to a stream despite the count.
         Err(e) if is_unique_violation(&e) => return Err(CommitError::Stale { writes: stored }),
         Err(e) => return Err(sql_error(e)),
     };
-    let to = batch.map_or(cursor, |(_, to)| to);
-    tx.execute(
-        "UPDATE processors SET writes = writes + 1, cursor_seq = $2, updated_at = $3::timestamptz \
-         WHERE name = $1",
-        Args::new().text(SAGAS).int(to.0).time(&chrono::Utc::now()),
-    )
-    .await
-    .map_err(sql_error)?;
     tx.commit().await.map_err(sql_error)?;
     Ok(Committed {
         last_position,
         writes: writes + 1,
     })
+}
+
+/// Counts the write and moves the cursor (`$1` the processor, `$2` the cursor, `$3` now).
+const MOVE_CURSOR: &str = "UPDATE processors SET writes = writes + 1, cursor_seq = $2, \
+     updated_at = $3::timestamptz WHERE name = $1";
+
+fn cursor_args(to: LogPosition) -> Args {
+    Args::new().text(SAGAS).int(to.0).time(&chrono::Utc::now())
+}
+
+/// [`runes`] and [`MOVE_CURSOR`] in one PostgreSQL statement (the runes as arrays: one
+/// prepared statement whatever their number).
+const PG_RUNES_AND_CURSOR: &str = "\
+WITH ins AS (
+  INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, conversation_id)
+  SELECT * FROM UNNEST($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[]::json[], $7::text[]::json[], $8::uuid[])
+  RETURNING global_position
+), moved AS (
+  UPDATE processors SET writes = writes + 1, cursor_seq = $10, updated_at = now() WHERE name = $9
+)
+SELECT max(global_position) AS last FROM ins";
+
+async fn runes_and_cursor(
+    tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
+    runes: &[NewRune],
+    to: LogPosition,
+) -> Result<Option<LogPosition>, sqlx::Error> {
+    let column = |f: fn(&NewRune) -> String| runes.iter().map(f).collect::<Vec<_>>();
+    let last: Option<i64> = sqlx::query_scalar(PG_RUNES_AND_CURSOR)
+        .bind(column(|r| r.recorded.instance.aggregate_type().to_string()))
+        .bind(column(|r| r.recorded.instance.id().to_string()))
+        .bind(runes.iter().map(|r| r.sequence).collect::<Vec<_>>())
+        .bind(column(|r| r.recorded.event_type().to_string()))
+        .bind(vec![EVENT_VERSION; runes.len()])
+        .bind(column(|r| r.recorded.payload().to_string()))
+        .bind(column(|r| json(&r.metadata)))
+        .bind(runes.iter().map(|r| r.conversation_id).collect::<Vec<_>>())
+        .bind(SAGAS)
+        .bind(to.0)
+        .fetch_one(&mut **tx)
+        .await?;
+    Ok(last.map(LogPosition))
 }
 
 fn is_unique_violation(e: &sqlx::Error) -> bool {
