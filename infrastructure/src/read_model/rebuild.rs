@@ -28,6 +28,9 @@ const PAGE: u32 = 5000;
 /// statement stay far below PostgreSQL's bind-parameter limit).
 const CHUNK: usize = 500;
 
+/// The events the read model projects: the facts (`project_manager.*`).
+const FACTS: &str = "project_manager.*";
+
 /// Events read at once during the swap.
 const BATCH: u32 = 1000;
 
@@ -66,7 +69,7 @@ impl From<ApplyError> for RebuildError {
 pub struct RebuildReport {
     /// The generation now serving.
     pub generation: i64,
-    /// Events replayed.
+    /// Facts applied (the sagas' runes in the log are passed over).
     pub events: u64,
     /// Events skipped because they cannot be applied (they are parked by the live
     /// projection too).
@@ -170,11 +173,14 @@ pub async fn finish(db: &Database, log: &DbLogReader) -> Result<RebuildReport, R
         Ok(r) => (
             "done",
             format!(
-                "generation {} from {} events ({} skipped) in {secs:.1} s, {:.0} events/s",
+                "generation {}: {} facts ({} skipped) up to log position {} in {secs:.1} s, \
+                 {:.0} facts/s, {:.0} log events/s",
                 r.generation,
                 r.events,
                 r.skipped,
-                r.events as f64 / secs
+                r.cursor,
+                r.events as f64 / secs,
+                r.cursor.0 as f64 / secs
             ),
         ),
         Err(e) => ("failed", e.to_string()),
@@ -238,14 +244,16 @@ impl Progress {
 
     fn line(&mut self, report: &RebuildReport) -> String {
         let secs = self.started.elapsed().as_secs_f64().max(1e-3);
-        let rate = report.events as f64 / secs;
+        let rate = report.cursor.0 as f64 / secs;
         let left = self.head.distance_from(report.cursor).max(0) as f64;
         let line = format!(
-            "replayed {} events, {:.0} events/s, at {} of {}, about {:.0} s left",
+            "replayed {} facts, {:.0} facts/s, at log position {} of {} ({:.0} log events/s), \
+             about {:.0} s left",
             report.events,
-            rate,
+            report.events as f64 / secs,
             report.cursor,
             self.head,
+            rate,
             if rate > 0.0 { left / rate } else { 0.0 }
         );
         if self.logged.elapsed() >= std::time::Duration::from_secs(2) {
@@ -259,10 +267,12 @@ impl Progress {
         let secs = self.started.elapsed().as_secs_f64().max(1e-3);
         tracing::info!(
             generation = report.generation,
-            events = report.events,
+            facts = report.events,
             skipped = report.skipped,
-            "rebuild replayed the log at {:.0} events/s; swapping",
-            report.events as f64 / secs
+            "rebuild replayed the log to position {} at {:.0} facts/s ({:.0} log events/s); swapping",
+            report.cursor,
+            report.events as f64 / secs,
+            report.cursor.0 as f64 / secs
         );
     }
 }
@@ -316,26 +326,33 @@ async fn replay_and_swap(
     old: i64,
     report: &mut RebuildReport,
 ) -> Result<(), RebuildError> {
-    let all = EventFilter::default();
     let mut progress = Progress::new(log.head().await?);
-    // Replay while the old generation serves: pages of multi-row batches, a page that
-    // fails that way again event by event (which skips what cannot be applied).
-    loop {
-        let events = log.read_after(report.cursor, &all, PAGE).await?;
-        let Some(last) = events.last() else { break };
-        let last = last.position;
-        match apply_page(db, report.generation, &events).await {
-            Ok(()) => report.events += events.len() as u64,
+    // Replay while the old generation serves: pages of the facts (the sagas' runes are
+    // not the read model's) as multi-row batches, a page that fails that way again event
+    // by event (which skips what cannot be applied). The next page is read while one is
+    // applied.
+    let facts = EventFilter::default().with_types(FACTS);
+    let mut page = log.read_after(report.cursor, &facts, PAGE).await?;
+    while let Some(last) = page.last().map(|e| e.position) {
+        let more = page.len() == PAGE as usize;
+        let read_next = async {
+            if more {
+                log.read_after(last, &facts, PAGE).await
+            } else {
+                Ok(Vec::new())
+            }
+        };
+        let (applied, next) = tokio::join!(apply_page(db, report.generation, &page), read_next);
+        match applied {
+            Ok(()) => report.events += page.len() as u64,
             Err(e) => {
                 tracing::debug!(error = ?e, "rebuild page failed as batches; replaying it event by event");
-                apply_batch(db, report.generation, &events, report).await?;
+                apply_batch(db, report.generation, &page, report).await?;
             }
         }
         report.cursor = last;
         heartbeat(db, &progress.line(report)).await?;
-        if events.len() < PAGE as usize {
-            break;
-        }
+        page = next?;
     }
     progress.done(report);
     // Swap: hold the processor row so the live projection waits, catch up, point views.
@@ -345,7 +362,7 @@ async fn replay_and_swap(
         return Err(RebuildError::Raced);
     }
     loop {
-        let events = log.read_after(report.cursor, &all, BATCH).await?;
+        let events = log.read_after(report.cursor, &facts, BATCH).await?;
         let Some(last) = events.last() else { break };
         let last = last.position;
         for event in &events {
