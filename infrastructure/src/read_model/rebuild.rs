@@ -19,6 +19,7 @@ use super::READ_MODEL;
 use crate::db::{Args, Tx};
 use crate::log::DbLogReader;
 use crate::processor::DbProcessorStore;
+use crate::sql::Dialect;
 use crate::Database;
 
 /// Events read from the log at once while replaying; applied in one transaction.
@@ -329,9 +330,12 @@ async fn replay_and_swap(
     let mut progress = Progress::new(log.head().await?);
     // Replay while the old generation serves: pages of the facts (the sagas' runes are
     // not the read model's) as multi-row batches, a page that fails that way again event
-    // by event (which skips what cannot be applied). The next page is read while one is
-    // applied.
+    // by event (which skips what cannot be applied). On PostgreSQL the next page is read
+    // while one is applied.
     let facts = EventFilter::default().with_types(FACTS);
+    // Reading ahead takes a second connection while the page's transaction holds one; a
+    // SQLite pool is small and has one writer, so there the two run one after the other.
+    let read_ahead = db.dialect() == Dialect::Postgres;
     let mut page = log.read_after(report.cursor, &facts, PAGE).await?;
     while let Some(last) = page.last().map(|e| e.position) {
         let more = page.len() == PAGE as usize;
@@ -342,7 +346,12 @@ async fn replay_and_swap(
                 Ok(Vec::new())
             }
         };
-        let (applied, next) = tokio::join!(apply_page(db, report.generation, &page), read_next);
+        let apply = apply_page(db, report.generation, &page);
+        let (applied, next) = if read_ahead {
+            tokio::join!(apply, read_next)
+        } else {
+            (apply.await, read_next.await)
+        };
         match applied {
             Ok(()) => report.events += page.len() as u64,
             Err(e) => {
