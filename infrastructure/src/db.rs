@@ -7,6 +7,7 @@
 
 mod args;
 mod row;
+mod rows;
 mod transient;
 mod tx;
 

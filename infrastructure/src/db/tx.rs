@@ -7,6 +7,7 @@ use sqlx::{Encode, Postgres, Sqlite, Transaction, Type};
 
 use super::args::{Arg, Args};
 use super::row::DbRow;
+use super::rows::InsertRows;
 use crate::sql::Dialect;
 
 /// Binds `args` to a statement of any database.
@@ -127,6 +128,45 @@ impl Tx {
                 .fetch_optional(&mut **tx)
                 .await?
                 .map(DbRow::Sqlite),
+        })
+    }
+
+    /// A multi-row `INSERT` (see [`InsertRows`]): `head` (`INSERT INTO t (cols)`), `rows`
+    /// rows of `casts.len()` arguments in `args`, row by row, then `suffix`; returns the
+    /// rows a `RETURNING` suffix gives. On PostgreSQL one array per column, so the
+    /// statement is the same whatever the number of rows.
+    ///
+    /// # Errors
+    /// The database's error.
+    pub async fn insert_rows(
+        &mut self,
+        head: &str,
+        casts: &[&str],
+        rows: usize,
+        args: Args,
+        suffix: &str,
+    ) -> Result<Vec<DbRow>, sqlx::Error> {
+        let mut insert = InsertRows::new(self.dialect(), head, casts, rows, args, suffix);
+        let s = Statement::new(self.dialect(), insert.sql());
+        Ok(match self {
+            Self::Postgres(tx) => {
+                let q = match insert.take_args() {
+                    Some(args) => s.pg(args),
+                    None => insert.bind_columns(sqlx::query(&s.sql)),
+                };
+                q.fetch_all(&mut **tx)
+                    .await?
+                    .into_iter()
+                    .map(DbRow::Postgres)
+                    .collect()
+            }
+            Self::Sqlite(tx) => s
+                .sqlite(insert.take_args().unwrap_or_default())
+                .fetch_all(&mut **tx)
+                .await?
+                .into_iter()
+                .map(DbRow::Sqlite)
+                .collect(),
         })
     }
 

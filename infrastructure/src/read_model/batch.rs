@@ -63,8 +63,7 @@ async fn insert(
     tail: &str,
 ) -> Result<(), ApplyError> {
     if rows > 0 {
-        let sql = format!("{head} VALUES {}{tail}", values(casts, rows));
-        tx.execute(&sql, args).await?;
+        tx.insert_rows(head, casts, rows, args, tail).await?;
     }
     Ok(())
 }

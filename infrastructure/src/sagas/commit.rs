@@ -13,7 +13,7 @@ use pm_domain::saga::{ConversationState, DeadlineOp, Instance};
 use pm_domain::EVENT_VERSION;
 use uuid::Uuid;
 
-use crate::db::{values, Args, DbRow, Tx};
+use crate::db::{Args, DbRow, Tx};
 use crate::processor::store::store_error;
 use crate::Database;
 
@@ -145,7 +145,8 @@ async fn lock(tx: &mut Tx) -> Result<(LogPosition, i64), sqlx::Error> {
     Ok((LogPosition(row.int("cursor_seq")?), row.int("writes")?))
 }
 
-/// Runs `INSERT … VALUES <rows> <suffix>` in chunks; `bind` adds one row's arguments.
+/// Runs a multi-row `INSERT` ([`Tx::insert_rows`]) in chunks; `bind` adds one row's
+/// arguments.
 async fn insert<T>(
     tx: &mut Tx,
     prefix: &str,
@@ -156,11 +157,13 @@ async fn insert<T>(
 ) -> Result<Vec<DbRow>, sqlx::Error> {
     let mut returned = Vec::new();
     for chunk in items.chunks(CHUNK) {
-        let sql = format!("{prefix} VALUES {} {suffix}", values(casts, chunk.len()));
         let args = chunk
             .iter()
             .fold(Args::with_capacity(chunk.len() * casts.len()), &bind);
-        returned.extend(tx.fetch_all(&sql, args).await?);
+        returned.extend(
+            tx.insert_rows(prefix, casts, chunk.len(), args, suffix)
+                .await?,
+        );
     }
     Ok(returned)
 }
