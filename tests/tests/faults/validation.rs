@@ -402,7 +402,17 @@ async fn accepted_commands_are_readable_and_nothing_is_parked(db: TestDb) {
             .current();
         for op in &ops {
             let (path, body) = request(op, &f);
-            let r = api.post(&path, &body).await.expect("answered");
+            let r = match api.post(&path, &body).await {
+                Ok(r) => r,
+                // A body over PM_MAX_BODY_BYTES (1 MiB by default) is answered 413 before it
+                // is read to its end and the connection is closed: a client still sending
+                // it may see the connection break before it reads that answer.
+                Err(e) if body.to_string().len() > 1024 * 1024 => {
+                    eprintln!("case {case}: a body over the limit broke the connection: {e}");
+                    continue;
+                }
+                Err(e) => panic!("case {case}: POST {path} was not answered: {e}"),
+            };
             assert!(
                 r.status < 500,
                 "case {case}: POST {path} {} answered {} {}",
