@@ -16,7 +16,7 @@ use super::error::ApplyError;
 use super::facts::apply_event;
 use super::schema::{create_statements, drop_statements, view_statements};
 use super::READ_MODEL;
-use crate::db::{Args, Tx};
+use crate::db::{is_transient, Args, Tx};
 use crate::log::DbLogReader;
 use crate::processor::DbProcessorStore;
 use crate::sql::Dialect;
@@ -354,10 +354,14 @@ async fn replay_and_swap(
         };
         match applied {
             Ok(()) => report.events += page.len() as u64,
-            Err(e) => {
+            // As the live projection: only a page that cannot be applied as batches is
+            // replayed event by event; a database that went away fails the rebuild.
+            Err(ApplyError::Sql(e)) if is_transient(&e) => return Err(RebuildError::Sql(e)),
+            Err(e @ (ApplyError::Sql(_) | ApplyError::Poison(..))) => {
                 tracing::debug!(error = ?e, "rebuild page failed as batches; replaying it event by event");
                 apply_batch(db, report.generation, &page, report).await?;
             }
+            Err(e) => return Err(e.into()),
         }
         report.cursor = last;
         heartbeat(db, &progress.line(report)).await?;
