@@ -2,7 +2,9 @@
 //! a writer (one: appends are serialized by the log's order lock) and written by one `INSERT … ON CONFLICT DO NOTHING RETURNING` per
 //! batch — one statement, one transaction, one WAL flush for many commands — instead of
 //! one each. A row the database skipped lost its optimistic-concurrency race (its
-//! sequence is taken): only that command gets `AggregateConflict`, the others succeed.
+//! sequence is taken): only that command gets `AggregateConflict`; a row skipped because
+//! its unclaimed `Idempotency-Key` already has a record gets `IdempotencyKeyTaken`; the
+//! others succeed.
 //! Each command is answered only after the batch has committed, so a `201` still means
 //! the fact is durable.
 
@@ -74,15 +76,13 @@ struct Job {
     metadata: String,
     conversation_id: Option<Uuid>,
     key: Option<IdempotencyKey>,
-    reply: Option<oneshot::Sender<Result<LogPosition, AggregateError<DomainError>>>>,
+    reply: oneshot::Sender<Result<LogPosition, AggregateError<DomainError>>>,
 }
 
 impl Job {
-    /// Answers the command waiting for this row (once).
-    fn answer(mut self, answer: Result<LogPosition, AggregateError<DomainError>>) {
-        if let Some(reply) = self.reply.take() {
-            let _ = reply.send(answer);
-        }
+    /// Answers the command waiting for this row (one that went away is not an error).
+    fn answer(self, answer: Result<LogPosition, AggregateError<DomainError>>) {
+        let _ = self.reply.send(answer);
     }
 }
 
@@ -104,12 +104,12 @@ impl GroupCommit {
         Self { jobs }
     }
 
-    /// Appends one fact (completing `key` with it); returns its log position once its
-    /// batch has committed.
+    /// Appends one fact (writing `key`'s row with it, or completing it when claimed);
+    /// returns its log position once its batch has committed.
     ///
     /// # Errors
-    /// `AggregateConflict` when the sequence is taken, otherwise as
-    /// [`classify`] maps the database error.
+    /// `AggregateConflict` when the sequence is taken, [`key_taken`] when the unclaimed
+    /// key already has a record, otherwise as [`classify`] maps the database error.
     pub async fn append(
         &self,
         row: &NewEvent<'_>,
@@ -126,7 +126,7 @@ impl GroupCommit {
             metadata: row.metadata.to_string(),
             conversation_id: row.conversation_id,
             key: key.cloned(),
-            reply: Some(reply),
+            reply,
         };
         let gone = || AggregateError::DatabaseConnectionError("the append workers stopped".into());
         self.jobs.send(job).await.map_err(|_| gone())?;
@@ -154,21 +154,19 @@ async fn worker(pool: PgPool, queue: Arc<Mutex<mpsc::Receiver<Job>>>, max_batch:
     }
 }
 
-async fn write(pool: &PgPool, mut jobs: Vec<Job>) {
+async fn write(pool: &PgPool, jobs: Vec<Job>) {
     metrics::histogram!("pm_append_batch_events").record(jobs.len() as f64);
     // Two unclaimed rows with one key cannot both be written: the second is skipped, as
     // if the first had committed before it (one replica runs one request per key at a
     // time, so this is a safeguard).
     let mut seen = std::collections::HashSet::new();
-    jobs.retain_mut(|job| match &job.key {
-        Some(k) if !k.claimed && !seen.insert((k.role.clone(), k.key.clone())) => {
-            if let Some(reply) = job.reply.take() {
-                let _ = reply.send(Err(key_taken()));
-            }
-            false
-        }
+    let (jobs, repeats): (Vec<Job>, Vec<Job>) = jobs.into_iter().partition(|job| match &job.key {
+        Some(k) if !k.claimed => seen.insert((k.role.clone(), k.key.clone())),
         _ => true,
     });
+    for job in repeats {
+        job.answer(Err(key_taken()));
+    }
     let mut attempt = 1;
     let result = loop {
         match statement(pool, &jobs).await {
@@ -192,7 +190,11 @@ async fn write(pool: &PgPool, mut jobs: Vec<Job>) {
         }
         Err(e) => {
             let message = e.to_string();
-            let transient = matches!(classify(e), AggregateError::DatabaseConnectionError(_));
+            // Key rows still colliding after every attempt: nothing was written, and a
+            // retry of each command will see the rows that collided — try again, as when
+            // the database is away.
+            let transient = is_key_race(&e)
+                || matches!(classify(e), AggregateError::DatabaseConnectionError(_));
             for job in jobs {
                 let err = if transient {
                     AggregateError::DatabaseConnectionError(message.clone().into())
