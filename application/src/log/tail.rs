@@ -110,13 +110,23 @@ impl LogTail {
         let all = EventFilter::default();
         loop {
             doorbell.borrow_and_update();
-            match log.read_after(cursor, &all, PAGE).await {
-                Ok(events) if !events.is_empty() => {
-                    let last = events.last().map_or(cursor, |e| e.position);
-                    let after = std::mem::replace(&mut cursor, last);
-                    metrics::counter!("pm_log_tail_events_total").increment(events.len() as u64);
-                    // Without subscribers there is nobody to render for.
-                    if self.tx.receiver_count() > 0 {
+            if self.tx.receiver_count() == 0 {
+                // Nobody to deliver to: follow the head only (an index-only read). A first
+                // subscriber catches up from the store, and the batches follow on from
+                // here (one that does not fit its cursor sends it to the store again).
+                match log.head().await {
+                    Ok(head) => cursor = cursor.max(head),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the log tail could not read the head; retrying")
+                    }
+                }
+            } else {
+                match log.read_after(cursor, &all, PAGE).await {
+                    Ok(events) if !events.is_empty() => {
+                        let last = events.last().map_or(cursor, |e| e.position);
+                        let after = std::mem::replace(&mut cursor, last);
+                        metrics::counter!("pm_log_tail_events_total")
+                            .increment(events.len() as u64);
                         let data = events.iter().map(render).collect();
                         let batch = Batch {
                             after,
@@ -125,12 +135,12 @@ impl LogTail {
                         };
                         // A subscriber that left meanwhile is not an error.
                         let _ = self.tx.send(Arc::new(batch));
+                        continue;
                     }
-                    continue;
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    tracing::warn!(error = %e, "the log tail could not read the log; retrying")
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the log tail could not read the log; retrying")
+                    }
                 }
             }
             tokio::select! {
@@ -144,11 +154,6 @@ impl LogTail {
     /// Batches from now on.
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<Batch>> {
         self.tx.subscribe()
-    }
-
-    /// Streams subscribed now.
-    pub fn subscribers(&self) -> usize {
-        self.tx.receiver_count()
     }
 }
 
