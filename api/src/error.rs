@@ -11,8 +11,9 @@ use serde::Serialize;
 /// The code of [`ApiError::key_in_use`].
 pub const KEY_IN_USE: &str = "idempotency_key_in_use";
 
-/// Marks an answer as [`ApiError::key_in_use`], for the `Idempotency-Key` middleware:
-/// the command found its key already has a record and wrote nothing.
+/// Marks every [`ApiError::key_in_use`] answer. The `Idempotency-Key` middleware looks
+/// for it on its command's answer, where it means the command's append found the key
+/// already has a record and wrote nothing ([`AppError::IdempotencyKeyTaken`]).
 #[derive(Debug, Clone, Copy)]
 pub struct KeyTaken;
 

@@ -2,9 +2,6 @@
 //! the first answer again, without a new fact — also after a crash, a database outage or
 //! a failover between the command and its answer.
 //!
-//! - A key is **claimed** by the replica that runs its command (the claim names that
-//!   replica). A claim whose replica is gone (or that is older than [`CLAIM_TIMEOUT`]) is
-//!   taken over by the next request with the key: nothing holds a key for a day.
 //! - **The common case costs no extra statement**: a request runs its command at once,
 //!   and a command that writes a fact **writes its key's row in the same statement as the
 //!   append** ([`IdempotencyKey`] travels with the facts to the store), done with the
@@ -13,10 +10,11 @@
 //!   then is the key claimed and read (the slow path below).
 //! - **The slow path**: a key is **claimed** by the replica that runs its command (the
 //!   claim names that replica); the append then completes the claimed row in its own
-//!   statement. Either way a key is pending with no fact written, or done with its fact's
-//!   position — never "written but unanswerable". A retry of a done key gets the answer
-//!   rebuilt from that fact; a retry of a pending key whose replica is gone runs the
-//!   command, once.
+//!   statement. Either way a key is absent or pending with no fact written, or done with
+//!   its fact's position — never "written but unanswerable". A retry of a done key gets
+//!   the answer rebuilt from that fact; a claim whose replica is gone (or that is older
+//!   than [`CLAIM_TIMEOUT`]) is taken over by the next request with the key, which runs
+//!   the command once: nothing holds a key for a day.
 //! - Answers that write nothing (an identical repeat, a rejection) are recorded after the
 //!   command; if that record is lost, running the command again gives the same answer.
 

@@ -177,35 +177,23 @@ async fn start_task(
     task_id: Uuid,
 ) -> Result<()> {
     let cause = event.id().unwrap_or_default();
-    let started = client
-        .create_task_checkpoint(
-            task_id,
-            CreateTaskCheckpointInput {
-                checkpoint_type: TaskCheckpointType::WorkStarted,
-            },
-        )
-        .idempotency_key(key("work-started", turn))
-        .causation_id(cause)
-        .correlation_id(event.correlation_id().unwrap_or(cause))
-        .await?;
+    let correlation = event.correlation_id().unwrap_or(cause);
+    let report = |checkpoint_type, label| {
+        client
+            .create_task_checkpoint(task_id, CreateTaskCheckpointInput { checkpoint_type })
+            .idempotency_key(key(label, turn))
+            .causation_id(cause)
+            .correlation_id(correlation)
+    };
+    let started = report(TaskCheckpointType::WorkStarted, "work-started").await?;
     // … the work itself, reported as messages about the task …
-    let completed = client
-        .create_task_checkpoint(
-            task_id,
-            CreateTaskCheckpointInput {
-                checkpoint_type: TaskCheckpointType::WorkCompleted,
-            },
-        )
-        .idempotency_key(key("work-completed", turn))
-        .causation_id(cause)
-        .correlation_id(event.correlation_id().unwrap_or(cause))
-        .await?;
+    let completed = report(TaskCheckpointType::WorkCompleted, "work-completed").await?;
     let view = client.after(&completed).task(task_id).await?;
     println!(
         "worked turn {} for task {} (started {}): {} with {} checkpoint(s)",
         turn.id,
-        started.entity.id,
         task_id,
+        started.entity.id,
         view.task.status,
         view.checkpoints.len(),
     );

@@ -32,7 +32,7 @@ impl Column {
             (Self::Text(c), Arg::Text(v)) => c.push(v),
             (Self::Int(c), Arg::Int(v)) => c.push(v),
             (Self::Bool(c), Arg::Bool(v)) => c.push(v),
-            _ => {}
+            _ => debug_assert!(false, "a column mixes kinds of values (see `uniform`)"),
         }
     }
 

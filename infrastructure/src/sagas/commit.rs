@@ -94,7 +94,7 @@ WITH ins AS (
   SELECT * FROM UNNEST($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[]::json[], $7::text[]::json[], $8::uuid[])
   RETURNING global_position
 ), moved AS (
-  UPDATE processors SET writes = writes + 1, cursor_seq = $10, updated_at = now() WHERE name = $9
+  UPDATE processors SET writes = writes + 1, cursor_seq = $10, updated_at = $11::timestamptz WHERE name = $9
 )
 SELECT max(global_position) AS last FROM ins";
 
@@ -115,6 +115,7 @@ async fn runes_and_cursor(
         .bind(runes.iter().map(|r| r.conversation_id).collect::<Vec<_>>())
         .bind(SAGAS)
         .bind(to.0)
+        .bind(pm_domain::time::format(&chrono::Utc::now()))
         .fetch_one(&mut **tx)
         .await?;
     Ok(last.map(LogPosition))
