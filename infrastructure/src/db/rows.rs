@@ -1,7 +1,8 @@
-//! Multi-row `INSERT`s on either database. SQLite gets a `VALUES` list; PostgreSQL gets
-//! one array per column (`INSERT … SELECT … FROM UNNEST($1::text[], …)`), so a statement
-//! has the same text whatever its number of rows and is parsed and planned once per
-//! connection — a `VALUES` list of N rows is a new statement for every N.
+//! Statements over many rows of arguments (multi-row `INSERT`s, `UPDATE … FROM` a list of
+//! rows) on either database. SQLite gets a `VALUES` list; PostgreSQL gets one array per
+//! column (`SELECT … FROM UNNEST($1::text[], …)`), so a statement has the same text
+//! whatever its number of rows and is parsed and planned once per connection — a `VALUES`
+//! list of N rows is a new statement for every N.
 
 use sqlx::postgres::PgArguments;
 use sqlx::query::Query;
@@ -45,24 +46,25 @@ impl Column {
     }
 }
 
-/// A multi-row `INSERT`: `head` (`INSERT INTO t (cols)`), `rows` rows of `casts.len()`
-/// arguments each (row by row in `args`, each column cast with its entry of `casts`:
-/// `"::uuid"`, `"::timestamptz"`, `""`), then `suffix` (`ON CONFLICT …`, `RETURNING …`).
-pub(crate) struct InsertRows {
+/// A statement over `rows` rows of `casts.len()` arguments each (row by row in `args`,
+/// each column cast with its entry of `casts`: `"::uuid"`, `"::timestamptz"`, `""`): the
+/// rows as a source — `VALUES (…), (…)` or `SELECT … FROM UNNEST(…) AS u(…)` — that
+/// `around` places in the statement (after `INSERT INTO t (cols)`, in a `WITH v (cols)
+/// AS (…)`).
+pub(crate) struct RowsStatement {
     sql: String,
     columns: Option<Vec<Column>>,
     args: Option<Args>,
 }
 
-impl InsertRows {
+impl RowsStatement {
     /// The statement for `dialect`.
     pub(crate) fn new(
         dialect: Dialect,
-        head: &str,
         casts: &[&str],
         rows: usize,
         args: Args,
-        suffix: &str,
+        around: impl FnOnce(&str) -> String,
     ) -> Self {
         let width = casts.len();
         if dialect == Dialect::Postgres
@@ -79,19 +81,20 @@ impl InsertRows {
                 arrays.push(format!("${}::{}", i + 1, column.array_type()));
                 names.push(format!("c{i}"));
             }
+            let source = format!(
+                "SELECT {} FROM UNNEST({}) AS u({})",
+                select.join(", "),
+                arrays.join(", "),
+                names.join(", ")
+            );
             return Self {
-                sql: format!(
-                    "{head} SELECT {} FROM UNNEST({}) AS u({}) {suffix}",
-                    select.join(", "),
-                    arrays.join(", "),
-                    names.join(", ")
-                ),
+                sql: around(&source),
                 columns: Some(columns),
                 args: None,
             };
         }
         Self {
-            sql: format!("{head} VALUES {} {suffix}", values(casts, rows)),
+            sql: around(&format!("VALUES {}", values(casts, rows))),
             columns: None,
             args: Some(args),
         }
@@ -152,14 +155,9 @@ mod tests {
     #[test]
     fn postgres_gets_one_array_per_column_whatever_the_rows() {
         let args = Args::new().text("a").int(1).text("b").opt_int(None::<i64>);
-        let insert = InsertRows::new(
-            Dialect::Postgres,
-            "INSERT INTO t (x, n)",
-            &["::uuid", ""],
-            2,
-            args,
-            "ON CONFLICT DO NOTHING",
-        );
+        let insert = RowsStatement::new(Dialect::Postgres, &["::uuid", ""], 2, args, |rows| {
+            format!("INSERT INTO t (x, n) {rows} ON CONFLICT DO NOTHING")
+        });
         assert_eq!(
             insert.sql(),
             "INSERT INTO t (x, n) SELECT u.c0::uuid, u.c1 FROM UNNEST($1::text[], $2::int8[]) \
@@ -170,27 +168,14 @@ mod tests {
     #[test]
     fn sqlite_and_mixed_columns_get_a_values_list() {
         let args = || Args::new().text("a").int(1).int(2).int(3);
-        let sqlite = InsertRows::new(
-            Dialect::Sqlite,
-            "INSERT INTO t (x, n)",
-            &["", ""],
-            2,
-            args(),
-            "",
-        );
+        let insert = |rows: &str| format!("INSERT INTO t (x, n) {rows}");
+        let sqlite = RowsStatement::new(Dialect::Sqlite, &["", ""], 2, args(), insert);
         assert_eq!(
             sqlite.sql(),
-            "INSERT INTO t (x, n) VALUES ($1, $2), ($3, $4) "
+            "INSERT INTO t (x, n) VALUES ($1, $2), ($3, $4)"
         );
         // Column x holds a text and an integer: no single array type.
-        let mixed = InsertRows::new(
-            Dialect::Postgres,
-            "INSERT INTO t (x, n)",
-            &["", ""],
-            2,
-            args(),
-            "",
-        );
+        let mixed = RowsStatement::new(Dialect::Postgres, &["", ""], 2, args(), insert);
         assert!(mixed.sql().contains("VALUES"), "{}", mixed.sql());
     }
 }

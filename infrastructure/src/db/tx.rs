@@ -7,7 +7,7 @@ use sqlx::{Encode, Postgres, Sqlite, Transaction, Type};
 
 use super::args::{Arg, Args};
 use super::row::DbRow;
-use super::rows::InsertRows;
+use super::rows::RowsStatement;
 use crate::sql::Dialect;
 
 /// Binds `args` to a statement of any database.
@@ -131,10 +131,9 @@ impl Tx {
         })
     }
 
-    /// A multi-row `INSERT` (see [`InsertRows`]): `head` (`INSERT INTO t (cols)`), `rows`
-    /// rows of `casts.len()` arguments in `args`, row by row, then `suffix`; returns the
-    /// rows a `RETURNING` suffix gives. On PostgreSQL one array per column, so the
-    /// statement is the same whatever the number of rows.
+    /// A multi-row `INSERT`: `head` (`INSERT INTO t (cols)`), `rows` rows of
+    /// `casts.len()` arguments in `args`, row by row, then `suffix`; returns the rows a
+    /// `RETURNING` suffix gives. See [`Tx::fetch_rows`].
     ///
     /// # Errors
     /// The database's error.
@@ -146,13 +145,32 @@ impl Tx {
         args: Args,
         suffix: &str,
     ) -> Result<Vec<DbRow>, sqlx::Error> {
-        let mut insert = InsertRows::new(self.dialect(), head, casts, rows, args, suffix);
-        let s = Statement::new(self.dialect(), insert.sql());
+        self.fetch_rows(casts, rows, args, |source| {
+            format!("{head} {source} {suffix}")
+        })
+        .await
+    }
+
+    /// A statement over `rows` rows of `casts.len()` arguments (row by row in `args`):
+    /// `around` places the rows' source in it (see [`RowsStatement`]). On PostgreSQL one
+    /// array per column, so the statement is the same whatever the number of rows.
+    ///
+    /// # Errors
+    /// The database's error.
+    pub async fn fetch_rows(
+        &mut self,
+        casts: &[&str],
+        rows: usize,
+        args: Args,
+        around: impl FnOnce(&str) -> String,
+    ) -> Result<Vec<DbRow>, sqlx::Error> {
+        let mut statement = RowsStatement::new(self.dialect(), casts, rows, args, around);
+        let s = Statement::new(self.dialect(), statement.sql());
         Ok(match self {
             Self::Postgres(tx) => {
-                let q = match insert.take_args() {
+                let q = match statement.take_args() {
                     Some(args) => s.pg(args),
-                    None => insert.bind_columns(sqlx::query(&s.sql)),
+                    None => statement.bind_columns(sqlx::query(&s.sql)),
                 };
                 q.fetch_all(&mut **tx)
                     .await?
@@ -161,7 +179,7 @@ impl Tx {
                     .collect()
             }
             Self::Sqlite(tx) => s
-                .sqlite(insert.take_args().unwrap_or_default())
+                .sqlite(statement.take_args().unwrap_or_default())
                 .fetch_all(&mut **tx)
                 .await?
                 .into_iter()

@@ -293,8 +293,8 @@ async fn insert_messages(
     .await
 }
 
-/// `WITH v (columns) AS (VALUES <rows>) UPDATE <table> SET <set> FROM v WHERE <table>.id =
-/// v.<id>`: one statement for every touched row of a table (both databases).
+/// `WITH v (columns) AS (<rows>) UPDATE <table> SET <set> FROM v WHERE <table>.id =
+/// v.row_id`: one statement for every touched row of a table ([`Tx::fetch_rows`]).
 async fn update_from_values(
     tx: &mut Tx,
     table: &str,
@@ -305,11 +305,10 @@ async fn update_from_values(
     args: Args,
 ) -> Result<(), ApplyError> {
     if rows > 0 {
-        let sql = format!(
-            "WITH v ({columns}) AS (VALUES {}) UPDATE {table} SET {set} FROM v WHERE {table}.id = v.row_id",
-            values(casts, rows)
-        );
-        tx.execute(&sql, args).await?;
+        tx.fetch_rows(casts, rows, args, |source| {
+            format!("WITH v ({columns}) AS ({source}) UPDATE {table} SET {set} FROM v WHERE {table}.id = v.row_id")
+        })
+        .await?;
     }
     Ok(())
 }
