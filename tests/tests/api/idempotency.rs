@@ -6,7 +6,9 @@ use pm_tests::{all_tokens, on_both_backends, Response, TestDb, TestService, ADMI
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use crate::support::{actor, assert_problem, conversation, created, post_with, settled_count};
+use std::time::{Duration, Instant};
+
+use crate::support::{actor, assert_problem, conversation, created, post_with, settled_count, url};
 
 /// Posts `body` twice: the first answer is `201`, the repeat `200` with the same entity and
 /// `Location`, and the log holds one fact. Returns the entity.
@@ -243,7 +245,61 @@ async fn a_keyed_rejection_is_replayed_after_the_state_changed(db: TestDb) {
     svc.stop().await;
 }
 
+/// Clients that go away mid-request — each gives up after a longer while, so the cut falls
+/// before, during and after the command's append — leave every key answerable: a retry
+/// gets one `201` (after `409 idempotency_key_in_use` while the first request still runs
+/// here), and each key makes exactly one fact.
+async fn a_keyed_command_whose_client_went_away_is_answered_once_on_retry(db: TestDb) {
+    let svc = TestService::start(&db, &all_tokens()).await;
+    let before = settled_count(&svc).await;
+    let rounds: u64 = 12;
+    let mut cut = 0;
+    for round in 0..rounds {
+        let key = format!("gone-{round}");
+        let body = json!({"kind": "human", "display_name": format!("Gone {round}")});
+        let impatient = reqwest::Client::builder()
+            .timeout(Duration::from_micros(300 * round))
+            .build()
+            .expect("client");
+        let first = impatient
+            .post(url(&svc, "/v1/actors"))
+            .bearer_auth(INGRESS)
+            .header("idempotency-key", &key)
+            .json(&body)
+            .send()
+            .await;
+        if first.as_ref().is_err_and(reqwest::Error::is_timeout) {
+            cut += 1;
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let retry = loop {
+            let r = keyed(&svc, INGRESS, &key, &body).await;
+            if r.status != 409 || Instant::now() > deadline {
+                break r;
+            }
+            assert_problem(&r, 409, "idempotency_key_in_use");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        assert_eq!(retry.status, 201, "round {round}: {}", retry.text);
+        let again = keyed(&svc, INGRESS, &key, &body).await;
+        assert_eq!(again.json, retry.json, "round {round}: one answer per key");
+    }
+    eprintln!("{cut} of {rounds} first requests were cut off by their client");
+    // Round 0 gives up at once; at least one later client must have been cut off too.
+    assert!(
+        cut >= 2,
+        "the clients went away: only {cut} of {rounds} were cut off"
+    );
+    assert_eq!(
+        settled_count(&svc).await,
+        before + rounds as usize,
+        "one fact per key"
+    );
+    svc.stop().await;
+}
+
 on_both_backends!(
+    a_keyed_command_whose_client_went_away_is_answered_once_on_retry,
     a_keyed_rejection_is_replayed_after_the_state_changed,
     concurrent_deliveries_of_one_message_make_one_fact,
     concurrent_requests_with_one_key_make_one_fact,

@@ -32,7 +32,7 @@ pub fn config(db: &TestDb) -> Config {
     config
 }
 
-fn url(svc: &TestService, path: &str) -> String {
+pub fn url(svc: &TestService, path: &str) -> String {
     format!("{}{path}", svc.base)
 }
 
