@@ -187,7 +187,7 @@ impl Application {
         );
         let engine = Arc::new(
             SagaEngine::new(DbSagaStore::new(db.clone(), local), config.sagas(), clock)
-                .with_cache_limit(caches.conversations),
+                .with_cache_limits(caches.conversations, caches.actor_kinds),
         );
         let (saga_runner, saga_status) = ProcessorRunner::new(
             Arc::new(SagaProcessor::new(engine.clone())),

@@ -96,9 +96,10 @@ pub struct Config {
     pub default_llm_actor: Option<uuid::Uuid>,
 
     /// Memory for the in-process caches, in MiB: half for aggregates (state and lock per
-    /// aggregate, for commands), a quarter for known entity ids (existence checks), a
-    /// quarter for conversations' saga machines. Sized by per-entry estimates (see
-    /// [`Caches`]); each cache starts over when full.
+    /// aggregate, for commands), an eighth for known entity ids (existence checks), an
+    /// eighth for actors' kinds (the sagas'), a quarter for conversations' saga machines.
+    /// Sized by per-entry estimates (see [`Caches`]). The sagas' caches drop their least
+    /// recently used entries when full; the aggregates' and entities' start over.
     #[arg(long, env = "PM_CACHE_MB", default_value_t = 64,
           value_parser = clap::value_parser!(u64).range(1..=65_536))]
     pub cache_mb: u64,
@@ -141,6 +142,8 @@ pub struct Caches {
     pub entities: usize,
     /// Conversations whose saga machines are kept.
     pub conversations: usize,
+    /// Actors whose kind the sagas keep.
+    pub actor_kinds: usize,
 }
 
 impl Caches {
@@ -150,16 +153,20 @@ impl Caches {
     pub const ENTITY_BYTES: u64 = 96;
     /// Estimated bytes of a conversation's saga machines.
     pub const CONVERSATION_BYTES: u64 = 4096;
+    /// Estimated bytes of an actor's kind.
+    pub const ACTOR_KIND_BYTES: u64 = 64;
 
-    /// The limits for `mib` MiB: half aggregates, a quarter each the others.
+    /// The limits for `mib` MiB: half aggregates, a quarter conversations, an eighth each
+    /// entities and actor kinds.
     pub fn of_mib(mib: u64) -> Self {
         let bytes = mib.saturating_mul(1 << 20);
         let count =
             |share: u64, each: u64| usize::try_from(share / each).unwrap_or(usize::MAX).max(16);
         Self {
             aggregates: count(bytes / 2, Self::AGGREGATE_BYTES),
-            entities: count(bytes / 4, Self::ENTITY_BYTES),
+            entities: count(bytes / 8, Self::ENTITY_BYTES),
             conversations: count(bytes / 4, Self::CONVERSATION_BYTES),
+            actor_kinds: count(bytes / 8, Self::ACTOR_KIND_BYTES),
         }
     }
 }
@@ -291,8 +298,9 @@ mod tests {
             c.caches(),
             Caches {
                 aggregates: 32_768,
-                entities: 174_762,
+                entities: 87_381,
                 conversations: 4_096,
+                actor_kinds: 131_072,
             }
         );
         let tiny = Caches::of_mib(1);

@@ -12,14 +12,18 @@
 //! - Deadlines are rows written with the transition that arms them; the owner of the
 //!   processor fires due ones ([`SagaEngine::fire_due`]), each once, in the same kind of
 //!   transaction (the row is deleted with the runes it causes).
-//! - Every saga writer — the processor, the deadline scheduler, an operator's control on
-//!   any replica — locks the processor's row in its transaction, so they take turns; a
-//!   writer that finds saga runes it did not write since its last transaction reloads the
-//!   conversations concerned before deciding again.
+//! - A conversation's machines are its own: every saga writer — the processor, the
+//!   deadline scheduler, an operator's control on any replica — decides on one
+//!   conversation's machines under that conversation's lock in memory, and commits only if
+//!   the conversation's stored version is still the one its machines were loaded at
+//!   (compare-and-set per conversation). Writers of different conversations never wait
+//!   for each other; a writer that finds a conversation changed elsewhere reloads that
+//!   conversation only.
 
 mod engine;
 mod processor;
 mod scheduler;
+mod slots;
 
 use std::future::Future;
 
@@ -58,6 +62,14 @@ pub struct NewRune {
 /// Everything one saga transaction writes.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SagaWrite {
+    /// The conversations decided on, each with the version its machines were loaded at:
+    /// the transaction moves each to the next version, or fails with
+    /// [`CommitError::Conflict`] when another writer moved it first.
+    pub conversations: Vec<(Uuid, i64)>,
+    /// Deadlines this transaction fires: each row must still be stored (with its epoch)
+    /// and is deleted — a deadline fired elsewhere meanwhile is a conflict, so each fires
+    /// once.
+    pub fired: Vec<(Uuid, Deadline)>,
     /// Runes, in the order they were decided.
     pub runes: Vec<NewRune>,
     /// Deadline row changes, in order (a later one for the same row wins).
@@ -74,11 +86,22 @@ impl SagaWrite {
     /// Whether there is nothing to write.
     pub fn is_empty(&self) -> bool {
         self.runes.is_empty()
+            && self.fired.is_empty()
             && self.deadlines.is_empty()
             && self.sessions.is_empty()
             && self.agents.is_empty()
             && self.turns.is_empty()
     }
+}
+
+/// A conversation's saga state as stored: its version and its runes.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StoredConversation {
+    /// How many saga transactions have written the conversation (0: none yet). Read
+    /// before the runes, so the runes are at least as new as the version.
+    pub version: i64,
+    /// Its runes, in log order.
+    pub runes: Vec<StoredRune>,
 }
 
 /// A stored rune of a conversation, in log order.
@@ -95,12 +118,14 @@ pub struct StoredRune {
 /// Why a saga transaction did not commit.
 #[derive(Debug, thiserror::Error)]
 pub enum CommitError {
-    /// Another writer (an operator's control on another replica) wrote saga state since
-    /// this writer's last transaction: `writes` is the count now. Reload and decide again.
-    #[error("saga state was written by another writer ({writes} writes)")]
-    Stale {
-        /// The processor's write count now.
-        writes: i64,
+    /// Another writer (an operator's control or a deadline on another replica) committed
+    /// saga state of these conversations since their machines were loaded, or fired a
+    /// deadline this write fires. Nothing was written: reload them and decide again.
+    #[error("saga state of {} conversation(s) was written by another writer", conversations.len())]
+    Conflict {
+        /// The conversations found changed (every one of the write when the store cannot
+        /// tell which).
+        conversations: Vec<Uuid>,
     },
     /// The processor's stored cursor is not where the batch started.
     #[error("the stored cursor moved")]
@@ -115,24 +140,20 @@ pub enum CommitError {
 pub struct Committed {
     /// The position of its last rune, if it appended any.
     pub last_position: Option<LogPosition>,
-    /// The processor's write count after it.
-    pub writes: i64,
 }
 
-/// Storage of the sagas: their runes (in the event store), read rows, deadlines.
-///
-/// Every writing method holds the saga processor's row for its transaction, so saga
-/// writers take turns; the row counts the transactions that wrote (`writes`), which is
-/// how a writer learns that another one changed state it holds in memory.
+/// Storage of the sagas: their runes (in the event store), read rows, deadlines, and each
+/// conversation's version (how a writer learns that another one changed state it holds in
+/// memory).
 ///
 /// # Errors
 /// [`AppError::Unavailable`] when the store cannot be reached.
 pub trait SagaStore: Send + Sync + 'static {
-    /// Every rune of `conversation_id`, in log order.
+    /// The version and every rune of `conversation_id`.
     fn load(
         &self,
         conversation_id: Uuid,
-    ) -> impl Future<Output = Result<Vec<StoredRune>, AppError>> + Send;
+    ) -> impl Future<Output = Result<StoredConversation, AppError>> + Send;
 
     /// The kind of a registered actor.
     fn actor_kind(
@@ -146,17 +167,16 @@ pub trait SagaStore: Send + Sync + 'static {
         agent_id: Uuid,
     ) -> impl Future<Output = Result<Option<Uuid>, AppError>> + Send;
 
-    /// How many transactions have written saga state so far.
-    fn writes(&self) -> impl Future<Output = Result<i64, AppError>> + Send;
-
-    /// Writes `write` in one transaction, if the write count is still `writes`
-    /// ([`CommitError::Stale`] otherwise). For a processor batch, `batch` is (from, to):
-    /// the cursor moves from `from` to `to` (compare-and-set, [`CommitError::CursorMoved`]).
+    /// Writes `write` in one transaction, if every conversation of it is still at its
+    /// version and every deadline it fires is still stored ([`CommitError::Conflict`]
+    /// otherwise). For a processor batch, `batch` is (from, to): the cursor moves from
+    /// `from` to `to` (compare-and-set, [`CommitError::CursorMoved`]). Only a batch
+    /// touches the processor's row, so writers of different conversations run in
+    /// parallel.
     fn commit(
         &self,
         write: SagaWrite,
         batch: Option<(LogPosition, LogPosition)>,
-        writes: i64,
     ) -> impl Future<Output = Result<Committed, CommitError>> + Send;
 
     /// Records `event` as parked by the saga processor and moves its cursor from `from`

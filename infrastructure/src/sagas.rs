@@ -3,6 +3,8 @@
 //!
 //! - **Runes** are events of the event store (aggregate types `session`, `agent`,
 //!   `turn`, `plan`), so they are on the global log with the facts.
+//! - **Versions** (`saga_conversations`): each conversation's count of saga transactions,
+//!   the compare-and-set that lets writers of different conversations commit in parallel.
 //! - **Read rows** (`saga_sessions`, `saga_agents`, `saga_turns`, `saga_anomalies`) and
 //!   **deadlines** (`saga_deadlines`) are written in the transaction that appends the
 //!   runes they derive from ([`commit`]); the views `sessions`, `agents`, `turns`,
@@ -16,7 +18,9 @@ pub mod query;
 
 use chrono::{DateTime, Utc};
 use pm_application::log::{LogPosition, LoggedEvent};
-use pm_application::sagas::{CommitError, Committed, SagaStore, SagaWrite, StoredRune, SAGAS};
+use pm_application::sagas::{
+    CommitError, Committed, SagaStore, SagaWrite, StoredConversation, SAGAS,
+};
 use pm_application::AppError;
 use pm_domain::saga::Deadline;
 use pm_domain::types::ActorKind;
@@ -44,8 +48,8 @@ impl DbSagaStore {
 }
 
 impl SagaStore for DbSagaStore {
-    async fn load(&self, conversation_id: Uuid) -> Result<Vec<StoredRune>, AppError> {
-        load::runes(&self.db, conversation_id).await
+    async fn load(&self, conversation_id: Uuid) -> Result<StoredConversation, AppError> {
+        load::conversation(&self.db, conversation_id).await
     }
 
     async fn actor_kind(&self, actor_id: Uuid) -> Result<Option<ActorKind>, AppError> {
@@ -56,17 +60,12 @@ impl SagaStore for DbSagaStore {
         load::agent_conversation(&self.db, agent_id).await
     }
 
-    async fn writes(&self) -> Result<i64, AppError> {
-        load::writes(&self.db).await
-    }
-
     async fn commit(
         &self,
         write: SagaWrite,
         batch: Option<(LogPosition, LogPosition)>,
-        writes: i64,
     ) -> Result<Committed, CommitError> {
-        let committed = commit::commit(&self.db, &write, batch, writes).await?;
+        let committed = commit::commit(&self.db, &write, batch).await?;
         if committed.last_position.is_some() {
             self.doorbell.send_modify(|n| *n = n.wrapping_add(1));
         }

@@ -1,18 +1,24 @@
 //! [`SagaEngine`]: the machines of recently active conversations in memory, and the three
 //! ways inputs reach them — facts (processor batches), due deadlines and the start-up
 //! recovery, operators' controls — each ending in one [`SagaStore::commit`].
+//!
+//! Each conversation has a slot of its own ([`Slots`]): a writer holds the slots of the
+//! conversations it decides on — and only those — from loading to commit, so a control on
+//! one conversation never waits for a batch or a deadline of another. A batch holds every
+//! conversation it touches, taken in id order (no two writers can wait on each other). The
+//! store checks each conversation's version at commit: a conversation written elsewhere
+//! meanwhile fails the commit, and only the conversations of that write are reloaded.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use pm_domain::saga::{
-    Control, ControlError, Deadline, DeadlineOp, Input, Instance, Outcome, SagaConfig, Sagas,
-};
+use futures::stream::{self, StreamExt};
+use pm_domain::saga::{Control, ControlError, Deadline, Input, Instance, Outcome, SagaConfig};
 use pm_domain::types::ActorKind;
-use tokio::sync::Mutex;
 use uuid::Uuid;
 
+use super::slots::{Held, Machines, Slots};
 use super::{CommitError, Committed, NewRune, SagaStore, SagaWrite};
 use crate::bus::EventMetadata;
 use crate::clock::Clock;
@@ -21,28 +27,23 @@ use crate::log::{LogPosition, LoggedEvent};
 use crate::processor::BatchError;
 use crate::AppError;
 
-/// Conversations kept in memory at most by default; past it the cache starts over.
+/// Conversations kept in memory at most by default.
 const CACHE_CONVERSATIONS: usize = 20_000;
+
+/// Actor kinds kept in memory at most by default.
+const CACHE_KINDS: usize = 100_000;
 
 /// How often a writer decides again after finding another writer's changes.
 const ATTEMPTS: u32 = 4;
 
+/// Reads (a conversation's runes, an actor's kind) one writer has in flight at most.
+const READS_IN_PARALLEL: usize = 16;
+
+/// Conversations whose deadlines or recovery are decided and committed at once.
+const CONVERSATIONS_IN_PARALLEL: usize = 8;
+
 /// The role recorded in the metadata of runes.
 const SAGA_ROLE: &str = "saga";
-
-/// One conversation's machines and the last sequence of each instance's stream.
-struct Machines {
-    sagas: Sagas,
-    versions: HashMap<Instance, i64>,
-}
-
-#[derive(Default)]
-struct State {
-    conversations: HashMap<Uuid, Machines>,
-    kinds: HashMap<Uuid, ActorKind>,
-    /// The saga write count the cached machines reflect; `None` until first read.
-    writes: Option<i64>,
-}
 
 /// What an operator's control is aimed at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,32 +59,16 @@ pub struct SagaEngine<S> {
     store: S,
     config: SagaConfig,
     clock: Arc<dyn Clock>,
-    state: Mutex<State>,
-    cache_limit: usize,
+    slots: Slots,
+    kinds: quick_cache::sync::Cache<Uuid, ActorKind>,
 }
 
-/// How deciding on a batch went wrong.
-enum Failed {
-    Batch(BatchError),
-    Store(AppError),
-}
-
-impl From<AppError> for Failed {
-    fn from(e: AppError) -> Self {
-        Self::Store(e)
-    }
-}
-
-/// One transaction being decided: what it writes and the conversations it decided on.
-#[derive(Default)]
-struct Draft {
-    write: SagaWrite,
-    touched: BTreeSet<Uuid>,
-    /// Whether a conversation started in this batch may be begun without reading its
-    /// runes from the store: it has none, since its start fact is being decided now and
-    /// runes are committed with the cursor. Only on a batch's first attempt — a retry
-    /// follows another writer's commit, which may have decided it.
-    fresh_starts: bool,
+/// A fact of a batch with the conversation whose machines decide it.
+struct Planned<'e> {
+    index: usize,
+    event: &'e LoggedEvent,
+    fact: Fact,
+    conversation: Uuid,
 }
 
 impl<S: SagaStore> SagaEngine<S> {
@@ -93,14 +78,16 @@ impl<S: SagaStore> SagaEngine<S> {
             store,
             config,
             clock,
-            state: Mutex::new(State::default()),
-            cache_limit: CACHE_CONVERSATIONS,
+            slots: Slots::new(CACHE_CONVERSATIONS),
+            kinds: quick_cache::sync::Cache::new(CACHE_KINDS),
         }
     }
 
-    /// Keeps at most `conversations` conversations' machines in memory (at least 16).
-    pub fn with_cache_limit(mut self, conversations: usize) -> Self {
-        self.cache_limit = conversations.max(16);
+    /// Keeps at most `conversations` conversations' machines and `kinds` actors' kinds in
+    /// memory (at least 16 each); past it the least recently used are dropped.
+    pub fn with_cache_limits(mut self, conversations: usize, kinds: usize) -> Self {
+        self.slots = Slots::new(conversations.max(16));
+        self.kinds = quick_cache::sync::Cache::new(kinds.max(16));
         self
     }
 
@@ -134,33 +121,40 @@ impl<S: SagaStore> SagaEngine<S> {
         let Some(last) = events.last().map(|e| e.position) else {
             return Ok(from);
         };
-        let mut state = self.state.lock().await;
+        let planned = plan(events)?;
+        let kinds = self.kinds_of(&planned).await.map_err(transient)?;
+        let conversations: BTreeSet<Uuid> = planned
+            .iter()
+            .filter(|p| !matches!(p.fact, Fact::ActorRegistered(_)))
+            .map(|p| p.conversation)
+            .collect();
+        // Conversations started in this batch have no runes yet (runes are committed with
+        // the cursor, and nothing else writes a conversation before its session exists):
+        // on the first attempt they are begun without a read. A retry follows another
+        // writer's commit, which may have decided them.
+        let started: BTreeSet<Uuid> = planned
+            .iter()
+            .filter(|p| matches!(p.fact, Fact::ConversationStarted(_)))
+            .map(|p| p.conversation)
+            .collect();
+        let mut held = self.slots.hold(&conversations).await;
         for attempt in 1..=ATTEMPTS {
-            let writes = self.writes(&mut state).await.map_err(transient)?;
-            let mut draft = Draft {
-                fresh_starts: attempt == 1,
-                ..Draft::default()
+            let fresh = if attempt == 1 {
+                &started
+            } else {
+                &BTreeSet::new()
             };
-            let mut decided = Ok(());
-            for (index, event) in events.iter().enumerate() {
-                decided = self.apply_event(&mut state, &mut draft, index, event).await;
-                if decided.is_err() {
-                    break;
+            self.load(&mut held, fresh).await.map_err(transient)?;
+            let mut write = SagaWrite::default();
+            for p in &planned {
+                if let Err(e) = self.decide_fact(&mut held, &mut write, p, &kinds) {
+                    forget(&mut held);
+                    return Err(e);
                 }
             }
-            if let Err(failed) = decided {
-                evict(&mut state, &draft.touched);
-                return Err(match failed {
-                    Failed::Batch(e) => e,
-                    Failed::Store(e) => transient(e),
-                });
-            }
-            match self
-                .commit(&mut state, draft, Some((from, last)), writes)
-                .await
-            {
+            match self.commit(&mut held, write, Some((from, last))).await {
                 Ok(_) => return Ok(last),
-                Err(CommitError::Stale { .. }) if attempt < ATTEMPTS => {}
+                Err(CommitError::Conflict { .. }) if attempt < ATTEMPTS => {}
                 Err(CommitError::CursorMoved) => return Err(BatchError::CursorMoved),
                 Err(e) => return Err(BatchError::Transient(e.to_string())),
             }
@@ -170,88 +164,98 @@ impl<S: SagaStore> SagaEngine<S> {
         ))
     }
 
-    /// Decides what one event of a batch does.
-    async fn apply_event(
+    /// The kinds of the actors whose kind a batch's decisions need: learnt from the
+    /// batch's own registrations, remembered, or read (in parallel).
+    async fn kinds_of(
         &self,
-        state: &mut State,
-        draft: &mut Draft,
-        index: usize,
-        event: &LoggedEvent,
-    ) -> Result<(), Failed> {
-        let fact = match Fact::from_logged(event) {
-            Ok(fact) => fact,
-            // Runes and anything else that is not a fact: not the sagas' input.
-            Err(FactError::Unknown(_)) => return Ok(()),
-            Err(e) => {
-                return Err(Failed::Batch(BatchError::Poison {
-                    index,
-                    reason: e.to_string(),
-                }))
-            }
-        };
-        let now = event.recorded_at().unwrap_or_else(|| self.clock.now());
-        let mut ai_actors = Vec::new();
-        let mut author = ActorKind::Human;
-        let conversation = match &fact {
-            Fact::ActorRegistered(a) => {
-                state.kinds.insert(a.id, a.kind);
-                return Ok(());
-            }
-            Fact::ConversationStarted(c) => {
-                for id in &c.actor_ids {
-                    if self.kind(state, *id).await? == Some(ActorKind::Ai) {
-                        ai_actors.push(*id);
-                    }
+        planned: &[Planned<'_>],
+    ) -> Result<HashMap<Uuid, ActorKind>, AppError> {
+        let mut kinds = HashMap::new();
+        let mut wanted = BTreeSet::new();
+        for p in planned {
+            match &p.fact {
+                Fact::ActorRegistered(a) => {
+                    self.kinds.insert(a.id, a.kind);
+                    kinds.insert(a.id, a.kind);
                 }
-                c.id
+                Fact::ConversationStarted(c) => wanted.extend(c.actor_ids.iter().copied()),
+                Fact::MessageAdded(m) => {
+                    wanted.insert(m.actor_id);
+                }
+                _ => {}
             }
-            Fact::MessageAdded(m) => {
-                author = self
-                    .kind(state, m.actor_id)
-                    .await?
-                    .unwrap_or(ActorKind::Human);
-                m.conversation_id
+        }
+        let missing: Vec<Uuid> = wanted
+            .into_iter()
+            .filter(|id| match self.kinds.get(id) {
+                Some(kind) => {
+                    kinds.insert(*id, kind);
+                    false
+                }
+                None => !kinds.contains_key(id),
+            })
+            .collect();
+        let read: Vec<(Uuid, Result<Option<ActorKind>, AppError>)> = stream::iter(missing)
+            .map(|id| async move { (id, self.store.actor_kind(id).await) })
+            .buffer_unordered(READS_IN_PARALLEL)
+            .collect()
+            .await;
+        for (id, kind) in read {
+            if let Some(kind) = kind? {
+                self.kinds.insert(id, kind);
+                kinds.insert(id, kind);
             }
-            Fact::ConversationCheckpointCreated(c) => c.conversation_id,
-            Fact::TaskCreated(t) => t.conversation_id,
-            Fact::TaskCheckpointCreated(_) => match event.conversation_id {
-                Some(c) => c,
-                None => return Ok(()),
-            },
-        };
-        let input = match &fact {
-            Fact::ConversationStarted(fact) => Input::ConversationStarted {
+        }
+        Ok(kinds)
+    }
+
+    /// Decides what one fact of a batch does.
+    fn decide_fact(
+        &self,
+        held: &mut BTreeMap<Uuid, Held>,
+        write: &mut SagaWrite,
+        p: &Planned<'_>,
+        kinds: &HashMap<Uuid, ActorKind>,
+    ) -> Result<(), BatchError> {
+        let event = p.event;
+        let now = event.recorded_at().unwrap_or_else(|| self.clock.now());
+        let ai_actors: Vec<Uuid>;
+        let input = match &p.fact {
+            Fact::ConversationStarted(fact) => {
+                ai_actors = fact
+                    .actor_ids
+                    .iter()
+                    .copied()
+                    .filter(|id| kinds.get(id) == Some(&ActorKind::Ai))
+                    .collect();
+                Input::ConversationStarted {
+                    fact,
+                    ai_actors: &ai_actors,
+                }
+            }
+            Fact::MessageAdded(fact) => Input::MessageAdded {
                 fact,
-                ai_actors: &ai_actors,
+                author: kinds
+                    .get(&fact.actor_id)
+                    .copied()
+                    .unwrap_or(ActorKind::Human),
             },
-            Fact::MessageAdded(fact) => Input::MessageAdded { fact, author },
             Fact::ConversationCheckpointCreated(fact) => Input::CheckpointCreated(fact),
             Fact::TaskCreated(fact) => Input::TaskCreated(fact),
             Fact::TaskCheckpointCreated(fact) => Input::TaskCheckpointCreated {
                 fact,
-                conversation_id: conversation,
+                conversation_id: p.conversation,
             },
             Fact::ActorRegistered(_) => return Ok(()),
         };
-        draft.touched.insert(conversation);
-        let fresh = draft.fresh_starts && matches!(fact, Fact::ConversationStarted(_));
-        if fresh && !state.conversations.contains_key(&conversation) {
-            // What loading a conversation without runes gives, without the read.
-            let machines = Machines {
-                sagas: Sagas::restore(None, std::iter::empty()),
-                versions: HashMap::new(),
-            };
-            remember(state, conversation, machines, self.cache_limit);
-        }
-        let machines = self.machines(state, conversation).await?;
+        let machines =
+            loaded(held, p.conversation).map_err(|e| BatchError::Transient(e.to_string()))?;
         let outcome = machines
             .sagas
             .handle_at(event.position.value(), input, now, &self.config)
-            .map_err(|e| {
-                Failed::Batch(BatchError::Poison {
-                    index,
-                    reason: format!("a fact was refused like a control: {e}"),
-                })
+            .map_err(|e| BatchError::Poison {
+                index: p.index,
+                reason: format!("a fact was refused like a control: {e}"),
             })?;
         let metadata = EventMetadata {
             correlation_id: event
@@ -263,92 +267,116 @@ impl<S: SagaStore> SagaEngine<S> {
             role: SAGA_ROLE.into(),
             recorded_at: now,
         };
-        record(machines, &mut draft.write, conversation, outcome, &metadata);
+        record(machines, write, p.conversation, outcome, &metadata);
         Ok(())
     }
 
     /// Fires the deadlines due now (at most `limit`), each once; returns how many fired.
+    /// Each conversation's deadlines are one transaction, and conversations go in
+    /// parallel; a conversation written elsewhere meanwhile is left for the next call.
     ///
     /// # Errors
-    /// The store's error; nothing fired then.
+    /// The store's error when nothing could be fired.
     #[tracing::instrument(name = "saga_deadlines", skip(self))]
     pub async fn fire_due(&self, limit: u32) -> Result<usize, AppError> {
-        let mut state = self.state.lock().await;
-        for attempt in 1..=ATTEMPTS {
-            let writes = self.writes(&mut state).await?;
-            let now = self.clock.now();
-            let due = self.store.due(now, limit).await?;
-            if due.is_empty() {
-                return Ok(0);
-            }
-            let mut draft = Draft::default();
-            for (conversation, deadline) in &due {
-                let metadata = EventMetadata {
-                    correlation_id: deadline_key(deadline),
-                    causation_id: Some(format!("{}:{}", deadline_key(deadline), deadline.epoch)),
-                    role: SAGA_ROLE.into(),
-                    recorded_at: now,
-                };
-                // The row is spent whatever the machine decides (a stale epoch does nothing).
-                draft.write.deadlines.push((
-                    *conversation,
-                    DeadlineOp::Disarm {
-                        instance: deadline.instance,
-                        kind: deadline.kind,
-                    },
-                ));
-                self.decide(
-                    &mut state,
-                    &mut draft,
-                    *conversation,
-                    Input::DeadlineDue(deadline),
-                    now,
-                    &metadata,
-                )
-                .await?;
-            }
-            match self.commit(&mut state, draft, None, writes).await {
-                Ok(_) => return Ok(due.len()),
-                Err(CommitError::Stale { .. }) if attempt < ATTEMPTS => {}
-                Err(e) => return Err(commit_error(e)),
-            }
+        let now = self.clock.now();
+        let due = self.store.due(now, limit).await?;
+        let mut by_conversation: BTreeMap<Uuid, Vec<Deadline>> = BTreeMap::new();
+        for (conversation, deadline) in due {
+            by_conversation
+                .entry(conversation)
+                .or_default()
+                .push(deadline);
         }
-        Err(AppError::ConcurrencyConflict { attempts: ATTEMPTS })
+        let results: Vec<Result<usize, AppError>> = stream::iter(by_conversation)
+            .map(|(conversation, deadlines)| self.fire(conversation, deadlines, now))
+            .buffer_unordered(CONVERSATIONS_IN_PARALLEL)
+            .collect()
+            .await;
+        summed(results)
+    }
+
+    /// Fires `deadlines` of `conversation` in one transaction.
+    async fn fire(
+        &self,
+        conversation: Uuid,
+        deadlines: Vec<Deadline>,
+        now: DateTime<Utc>,
+    ) -> Result<usize, AppError> {
+        let mut held = self.slots.hold(&BTreeSet::from([conversation])).await;
+        self.load(&mut held, &BTreeSet::new()).await?;
+        let mut write = SagaWrite::default();
+        for deadline in &deadlines {
+            let metadata = EventMetadata {
+                correlation_id: deadline_key(deadline),
+                causation_id: Some(format!("{}:{}", deadline_key(deadline), deadline.epoch)),
+                role: SAGA_ROLE.into(),
+                recorded_at: now,
+            };
+            // The row is spent whatever the machine decides (a stale epoch does nothing).
+            write.fired.push((conversation, *deadline));
+            self.decide(
+                &mut held,
+                &mut write,
+                conversation,
+                Input::DeadlineDue(deadline),
+                now,
+                &metadata,
+            )?;
+        }
+        match self.commit(&mut held, write, None).await {
+            Ok(_) => Ok(deadlines.len()),
+            // Fired or changed elsewhere: what is still due is due at the next call.
+            Err(CommitError::Conflict { .. }) => Ok(0),
+            Err(e) => Err(commit_error(e)),
+        }
     }
 
     /// The start-up recovery (FCMP §4) of the open sessions that wait for the user or have
     /// deadlines that fell due while no replica ran the sagas; returns how many sessions
-    /// it looked at.
+    /// it looked at. Each session is one transaction; sessions go in parallel.
     ///
     /// # Errors
-    /// The store's error.
+    /// The store's error (the sessions recovered before it stay recovered).
     #[tracing::instrument(name = "saga_restart", skip(self))]
     pub async fn restart(&self) -> Result<usize, AppError> {
-        let mut state = self.state.lock().await;
+        let now = self.clock.now();
+        let recovering = self.store.recovering(now).await?;
+        let results: Vec<Result<usize, AppError>> = stream::iter(recovering)
+            .map(|(conversation, deadlines)| self.recover(conversation, deadlines, now))
+            .buffer_unordered(CONVERSATIONS_IN_PARALLEL)
+            .collect()
+            .await;
+        let mut sessions = 0;
+        for result in results {
+            sessions += result?;
+        }
+        Ok(sessions)
+    }
+
+    /// Recovers one session (see [`SagaEngine::restart`]).
+    async fn recover(
+        &self,
+        conversation: Uuid,
+        deadlines: Vec<Deadline>,
+        now: DateTime<Utc>,
+    ) -> Result<usize, AppError> {
+        let overdue: Vec<Deadline> = deadlines.into_iter().filter(|d| d.due_at <= now).collect();
+        let metadata = EventMetadata {
+            correlation_id: format!("restart:{conversation}"),
+            causation_id: Some("restart".into()),
+            role: SAGA_ROLE.into(),
+            recorded_at: now,
+        };
+        let mut held = self.slots.hold(&BTreeSet::from([conversation])).await;
         for attempt in 1..=ATTEMPTS {
-            let writes = self.writes(&mut state).await?;
-            let now = self.clock.now();
-            let recovering = self.store.recovering(now).await?;
-            let mut draft = Draft::default();
-            for (conversation, deadlines) in &recovering {
-                let overdue: Vec<Deadline> = deadlines
-                    .iter()
-                    .copied()
-                    .filter(|d| d.due_at <= now)
-                    .collect();
-                let metadata = EventMetadata {
-                    correlation_id: format!("restart:{conversation}"),
-                    causation_id: Some("restart".into()),
-                    role: SAGA_ROLE.into(),
-                    recorded_at: now,
-                };
-                let input = Input::Restart { overdue: &overdue };
-                self.decide(&mut state, &mut draft, *conversation, input, now, &metadata)
-                    .await?;
-            }
-            match self.commit(&mut state, draft, None, writes).await {
-                Ok(_) => return Ok(recovering.len()),
-                Err(CommitError::Stale { .. }) if attempt < ATTEMPTS => {}
+            self.load(&mut held, &BTreeSet::new()).await?;
+            let mut write = SagaWrite::default();
+            let input = Input::Restart { overdue: &overdue };
+            self.decide(&mut held, &mut write, conversation, input, now, &metadata)?;
+            match self.commit(&mut held, write, None).await {
+                Ok(_) => return Ok(1),
+                Err(CommitError::Conflict { .. }) if attempt < ATTEMPTS => {}
                 Err(e) => return Err(commit_error(e)),
             }
         }
@@ -375,11 +403,11 @@ impl<S: SagaStore> SagaEngine<S> {
                 None => return Ok(Err(ControlError::AgentNotFound)),
             },
         };
-        let mut state = self.state.lock().await;
+        let mut held = self.slots.hold(&BTreeSet::from([conversation])).await;
         for attempt in 1..=ATTEMPTS {
-            let writes = self.writes(&mut state).await?;
+            self.load(&mut held, &BTreeSet::new()).await?;
             let now = self.clock.now();
-            let machines = self.machines(&mut state, conversation).await?;
+            let machines = loaded(&mut held, conversation)?;
             if machines.sagas.session().is_none() {
                 return Ok(Err(ControlError::SessionNotFound));
             }
@@ -392,131 +420,163 @@ impl<S: SagaStore> SagaEngine<S> {
                     // A refusal changes nothing, in memory either.
                     Err(refused) => return Ok(Err(refused)),
                 };
-            let mut draft = Draft::default();
-            draft.touched.insert(conversation);
+            let mut write = SagaWrite::default();
             let metadata = EventMetadata {
                 recorded_at: now,
                 ..metadata.clone()
             };
-            record(machines, &mut draft.write, conversation, outcome, &metadata);
-            match self.commit(&mut state, draft, None, writes).await {
+            record(machines, &mut write, conversation, outcome, &metadata);
+            match self.commit(&mut held, write, None).await {
                 Ok(committed) => return Ok(Ok((conversation, committed.last_position))),
-                Err(CommitError::Stale { .. }) if attempt < ATTEMPTS => {}
+                Err(CommitError::Conflict { .. }) if attempt < ATTEMPTS => {}
                 Err(e) => return Err(commit_error(e)),
             }
         }
         Err(AppError::ConcurrencyConflict { attempts: ATTEMPTS })
     }
 
-    /// Runs `input` through the machines of `conversation` into `draft`. Inputs that are
+    /// Runs `input` through the machines of `conversation` into `write`. Inputs that are
     /// not controls are never refused; a refusal would only mean nothing to write.
-    async fn decide(
+    fn decide(
         &self,
-        state: &mut State,
-        draft: &mut Draft,
+        held: &mut BTreeMap<Uuid, Held>,
+        write: &mut SagaWrite,
         conversation: Uuid,
         input: Input<'_>,
         now: DateTime<Utc>,
         metadata: &EventMetadata,
     ) -> Result<(), AppError> {
-        draft.touched.insert(conversation);
-        let machines = match self.machines(state, conversation).await {
-            Ok(m) => m,
-            Err(e) => {
-                evict(state, &draft.touched);
-                return Err(e);
-            }
-        };
+        let machines = loaded(held, conversation)?;
         let outcome = machines
             .sagas
             .handle(input, now, &self.config)
             .unwrap_or_default();
-        record(machines, &mut draft.write, conversation, outcome, metadata);
+        record(machines, write, conversation, outcome, metadata);
         Ok(())
     }
 
-    /// The write count the cache reflects, read from the store the first time.
-    async fn writes(&self, state: &mut State) -> Result<i64, AppError> {
-        if let Some(w) = state.writes {
-            return Ok(w);
+    /// Loads the machines of the held conversations that are not in memory, in parallel;
+    /// those in `fresh` are begun empty instead (see [`SagaEngine::apply_batch`]).
+    async fn load(
+        &self,
+        held: &mut BTreeMap<Uuid, Held>,
+        fresh: &BTreeSet<Uuid>,
+    ) -> Result<(), AppError> {
+        let mut missing = Vec::new();
+        for (conversation, slot) in held.iter_mut() {
+            if slot.is_some() {
+                continue;
+            }
+            if fresh.contains(conversation) {
+                // What loading a conversation without runes gives, without the read.
+                **slot = Some(Machines::restore(Default::default()));
+            } else {
+                missing.push(*conversation);
+            }
         }
-        // Machines loaded from here on reflect at least this many writes.
-        state.conversations.clear();
-        let w = self.store.writes().await?;
-        state.writes = Some(w);
-        Ok(w)
+        let read: Vec<(Uuid, Result<_, AppError>)> = stream::iter(missing)
+            .map(|c| async move { (c, self.store.load(c).await) })
+            .buffer_unordered(READS_IN_PARALLEL)
+            .collect()
+            .await;
+        let mut failed = None;
+        for (conversation, stored) in read {
+            match (stored, held.get_mut(&conversation)) {
+                (Ok(stored), Some(slot)) => **slot = Some(Machines::restore(stored)),
+                (Err(e), _) => failed = Some(e),
+                (Ok(_), None) => {}
+            }
+        }
+        failed.map_or(Ok(()), Err)
     }
 
-    /// Commits `draft` (with the rows of the conversations it touched). On failure
-    /// forgets the conversations it decided on — their machines in memory hold decisions
-    /// that were not written — and, when another writer was found, everything cached.
+    /// Commits `write` with the version of every held conversation and the rows they
+    /// changed. Committed: each held conversation is one version further. Not committed:
+    /// the held machines are forgotten — they hold decisions that were not written.
     async fn commit(
         &self,
-        state: &mut State,
-        mut draft: Draft,
+        held: &mut BTreeMap<Uuid, Held>,
+        mut write: SagaWrite,
         batch: Option<(LogPosition, LogPosition)>,
-        writes: i64,
     ) -> Result<Committed, CommitError> {
-        rows(state, &draft.touched, &mut draft.write);
-        match self.store.commit(draft.write, batch, writes).await {
+        write.conversations = held
+            .iter()
+            .filter_map(|(c, slot)| slot.as_ref().map(|m| (*c, m.version)))
+            .collect();
+        rows(held, &mut write);
+        match self.store.commit(write, batch).await {
             Ok(committed) => {
-                state.writes = Some(committed.writes);
+                for machines in held.values_mut().filter_map(|slot| slot.as_mut()) {
+                    machines.version += 1;
+                }
                 Ok(committed)
             }
             Err(e) => {
-                evict(state, &draft.touched);
-                match &e {
-                    CommitError::Stale { writes } => {
-                        tracing::info!(writes, "saga state written elsewhere; reloading");
-                        state.conversations.clear();
-                        state.writes = Some(*writes);
-                    }
-                    // The outcome is unknown: read the count again before the next write.
-                    _ => state.writes = None,
+                if let CommitError::Conflict { conversations } = &e {
+                    tracing::info!(?conversations, "saga state written elsewhere; reloading");
+                    metrics::counter!("pm_saga_conflicts_total").increment(1);
                 }
+                forget(held);
                 Err(e)
             }
         }
     }
+}
 
-    /// The machines of `conversation`, loaded from the store when not in memory.
-    async fn machines<'s>(
-        &self,
-        state: &'s mut State,
-        conversation: Uuid,
-    ) -> Result<&'s mut Machines, AppError> {
-        if !state.conversations.contains_key(&conversation) {
-            let runes = self.store.load(conversation).await?;
-            let mut versions = HashMap::new();
-            let mut last = None;
-            for r in &runes {
-                versions.insert(r.recorded.instance, r.sequence);
-                last = last.max(r.cause);
+/// The facts of a batch that the machines decide, each with its conversation.
+///
+/// # Errors
+/// [`BatchError::Poison`] for an event that names a fact but does not read as one.
+fn plan(events: &[LoggedEvent]) -> Result<Vec<Planned<'_>>, BatchError> {
+    let mut planned = Vec::with_capacity(events.len());
+    for (index, event) in events.iter().enumerate() {
+        let fact = match Fact::from_logged(event) {
+            Ok(fact) => fact,
+            // Runes and anything else that is not a fact: not the sagas' input.
+            Err(FactError::Unknown(_)) => continue,
+            Err(e) => {
+                return Err(BatchError::Poison {
+                    index,
+                    reason: e.to_string(),
+                })
             }
-            let sagas = Sagas::restore(last, runes.iter().map(|r| &r.recorded));
-            remember(
-                state,
-                conversation,
-                Machines { sagas, versions },
-                self.cache_limit,
-            );
-        }
-        state
-            .conversations
-            .get_mut(&conversation)
-            .ok_or_else(|| AppError::Internal("a loaded conversation vanished".into()))
+        };
+        let conversation = match &fact {
+            // Registrations only teach kinds; they have no machines.
+            Fact::ActorRegistered(_) => Uuid::nil(),
+            Fact::ConversationStarted(c) => c.id,
+            Fact::MessageAdded(m) => m.conversation_id,
+            Fact::ConversationCheckpointCreated(c) => c.conversation_id,
+            Fact::TaskCreated(t) => t.conversation_id,
+            Fact::TaskCheckpointCreated(_) => match event.conversation_id {
+                Some(c) => c,
+                None => continue,
+            },
+        };
+        planned.push(Planned {
+            index,
+            event,
+            fact,
+            conversation,
+        });
     }
+    // Registrations stay in the plan (their kinds are learnt from it) but hold no slot.
+    Ok(planned)
+}
 
-    /// An actor's kind, from memory or the store.
-    async fn kind(&self, state: &mut State, actor: Uuid) -> Result<Option<ActorKind>, AppError> {
-        if let Some(kind) = state.kinds.get(&actor) {
-            return Ok(Some(*kind));
-        }
-        let kind = self.store.actor_kind(actor).await?;
-        if let Some(kind) = kind {
-            state.kinds.insert(actor, kind);
-        }
-        Ok(kind)
+/// The loaded machines of a held conversation.
+fn loaded(held: &mut BTreeMap<Uuid, Held>, conversation: Uuid) -> Result<&mut Machines, AppError> {
+    held.get_mut(&conversation)
+        .and_then(|slot| slot.as_mut())
+        .ok_or_else(|| {
+            AppError::Internal("a conversation was decided on before it was loaded".into())
+        })
+}
+
+/// Forgets the machines of every held conversation.
+fn forget(held: &mut BTreeMap<Uuid, Held>) {
+    for slot in held.values_mut() {
+        **slot = None;
     }
 }
 
@@ -529,7 +589,7 @@ fn record(
     metadata: &EventMetadata,
 ) {
     for recorded in outcome.runes {
-        let version = machines.versions.entry(recorded.instance).or_insert(0);
+        let version = machines.streams.entry(recorded.instance).or_insert(0);
         *version += 1;
         write.runes.push(NewRune {
             conversation_id: conversation,
@@ -545,9 +605,9 @@ fn record(
 
 /// Adds the session, agent and turn rows that `write`'s runes changed, at the time of the
 /// conversation's last rune.
-fn rows(state: &State, touched: &BTreeSet<Uuid>, write: &mut SagaWrite) {
-    for conversation in touched {
-        let Some(machines) = state.conversations.get(conversation) else {
+fn rows(held: &BTreeMap<Uuid, Held>, write: &mut SagaWrite) {
+    for (conversation, slot) in held {
+        let Some(machines) = slot.as_ref() else {
             continue;
         };
         let sagas = &machines.sagas;
@@ -580,12 +640,6 @@ fn rows(state: &State, touched: &BTreeSet<Uuid>, write: &mut SagaWrite) {
     }
 }
 
-fn evict(state: &mut State, touched: &BTreeSet<Uuid>) {
-    for c in touched {
-        state.conversations.remove(c);
-    }
-}
-
 /// `<aggregate_type>:<id>:<kind>`: what a deadline's runes are correlated with.
 fn deadline_key(deadline: &Deadline) -> String {
     format!(
@@ -594,6 +648,26 @@ fn deadline_key(deadline: &Deadline) -> String {
         deadline.instance.id(),
         deadline.kind
     )
+}
+
+/// The sum of the counts, or the first error when nothing was counted.
+fn summed(results: Vec<Result<usize, AppError>>) -> Result<usize, AppError> {
+    let mut total = 0;
+    let mut error = None;
+    for result in results {
+        match result {
+            Ok(n) => total += n,
+            Err(e) => error = error.or(Some(e)),
+        }
+    }
+    match error {
+        Some(e) if total == 0 => Err(e),
+        Some(e) => {
+            tracing::warn!(error = %e, "some deadlines could not be fired; retrying");
+            Ok(total)
+        }
+        None => Ok(total),
+    }
 }
 
 fn transient(e: AppError) -> BatchError {
@@ -607,10 +681,5 @@ fn commit_error(e: CommitError) -> AppError {
     }
 }
 
-/// Keeps `machines` of `conversation` in memory; a full cache starts over.
-fn remember(state: &mut State, conversation: Uuid, machines: Machines, cache_limit: usize) {
-    if state.conversations.len() >= cache_limit {
-        state.conversations.clear();
-    }
-    state.conversations.insert(conversation, machines);
-}
+#[cfg(test)]
+mod tests;

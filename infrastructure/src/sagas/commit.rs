@@ -1,19 +1,24 @@
-//! One saga transaction: lock the saga processor's row (checking the write count and, for
-//! a batch, the cursor), write the deadline and read rows, append the runes, count the
-//! write and move the cursor — all or nothing.
+//! One saga transaction: for a processor batch, lock the saga processor's row and check
+//! the cursor; move every conversation decided on to its next version (compare-and-set:
+//! one moved by another writer is a conflict); spend the deadlines it fires; write the
+//! deadline and read rows; append the runes and move the cursor — all or nothing.
 //!
-//! The runes are appended last: on PostgreSQL an append holds the log's order lock until
-//! its transaction ends, so the rest of the transaction runs before it takes that lock.
+//! Only a batch touches the processor's row: controls and deadlines lock the rows of their
+//! own conversations, so writers of different conversations commit in parallel. The runes
+//! are appended last: on PostgreSQL an append holds the log's order lock until its
+//! transaction ends, so the rest of the transaction runs before it takes that lock.
 
 use std::collections::HashMap;
 
+use chrono::{DateTime, Utc};
 use pm_application::log::LogPosition;
 use pm_application::sagas::{CommitError, Committed, NewRune, SagaWrite, SAGAS};
-use pm_domain::saga::{ConversationState, DeadlineOp, Instance};
+use pm_domain::saga::{ConversationState, Deadline, DeadlineOp, Instance};
 use pm_domain::EVENT_VERSION;
 use uuid::Uuid;
 
 use crate::db::{Args, DbRow, Tx};
+use crate::processor::cursor;
 use crate::processor::store::store_error;
 use crate::Database;
 
@@ -27,34 +32,48 @@ fn sql_error(e: sqlx::Error) -> CommitError {
 /// Writes `write` as one transaction; see the module documentation.
 ///
 /// # Errors
-/// [`CommitError::Stale`] when the write count is not `writes`, [`CommitError::CursorMoved`]
-/// when a batch's cursor is not where it started, [`CommitError::Store`] otherwise.
+/// [`CommitError::Conflict`] when a conversation is not at its version or a fired deadline
+/// is gone, [`CommitError::CursorMoved`] when a batch's cursor is not where it started,
+/// [`CommitError::Store`] otherwise.
 pub async fn commit(
     db: &Database,
     write: &SagaWrite,
     batch: Option<(LogPosition, LogPosition)>,
-    writes: i64,
 ) -> Result<Committed, CommitError> {
+    let now = Utc::now();
     let mut tx = db.begin().await.map_err(sql_error)?;
-    let (cursor, stored) = lock(&mut tx).await.map_err(sql_error)?;
-    if stored != writes {
-        return Err(CommitError::Stale { writes: stored });
-    }
     if let Some((from, _)) = batch {
-        if cursor != from {
-            return Err(CommitError::CursorMoved);
-        }
+        cursor::lock(&mut tx, SAGAS, from)
+            .await
+            .map_err(|e| match e {
+                cursor::CursorError::Moved => CommitError::CursorMoved,
+                cursor::CursorError::Sql(e) => sql_error(e),
+            })?;
+    }
+    let all = || write.conversations.iter().map(|(c, _)| *c).collect();
+    let conflicts = versions(&mut tx, &write.conversations, &now)
+        .await
+        .map_err(sql_error)?;
+    if !conflicts.is_empty() {
+        return Err(CommitError::Conflict {
+            conversations: conflicts,
+        });
+    }
+    if !spend(&mut tx, &write.fired).await.map_err(sql_error)? {
+        return Err(CommitError::Conflict {
+            conversations: all(),
+        });
     }
     deadlines(&mut tx, write).await.map_err(sql_error)?;
     sessions(&mut tx, write).await.map_err(sql_error)?;
     agents(&mut tx, write).await.map_err(sql_error)?;
     turns(&mut tx, write).await.map_err(sql_error)?;
     anomalies(&mut tx, write).await.map_err(sql_error)?;
-    let to = batch.map_or(cursor, |(_, to)| to);
+    let to = batch.map(|(_, to)| to);
     let appended = match &mut tx {
         // One statement appends the runes and moves the cursor: the log's order lock is
         // held from it to the commit, one round trip less.
-        Tx::Postgres(pg) if !write.runes.is_empty() => runes_and_cursor(pg, &write.runes, to)
+        Tx::Postgres(pg) if !write.runes.is_empty() => runes_and_cursor(pg, &write.runes, to, &now)
             .await
             .map(|last| (last, true)),
         _ => runes(&mut tx, &write.runes).await.map(|last| (last, false)),
@@ -62,46 +81,131 @@ pub async fn commit(
     let last_position = match appended {
         Ok((last, true)) => last,
         Ok((last, false)) => {
-            tx.execute(MOVE_CURSOR, cursor_args(to))
-                .await
-                .map_err(sql_error)?;
+            if let Some(to) = to {
+                cursor::advance(&mut tx, SAGAS, to)
+                    .await
+                    .map_err(sql_error)?;
+            }
             last
         }
-        // A taken sequence: another writer appended to a stream despite the count.
-        Err(e) if is_unique_violation(&e) => return Err(CommitError::Stale { writes: stored }),
+        // A taken sequence: another writer appended to a stream of these conversations.
+        Err(e) if is_unique_violation(&e) => {
+            return Err(CommitError::Conflict {
+                conversations: all(),
+            })
+        }
         Err(e) => return Err(sql_error(e)),
     };
     tx.commit().await.map_err(sql_error)?;
-    Ok(Committed {
-        last_position,
-        writes: writes + 1,
-    })
+    Ok(Committed { last_position })
 }
 
-/// Counts the write and moves the cursor (`$1` the processor, `$2` the cursor, `$3` now).
-const MOVE_CURSOR: &str = "UPDATE processors SET writes = writes + 1, cursor_seq = $2, \
-     updated_at = $3::timestamptz WHERE name = $1";
-
-fn cursor_args(to: LogPosition) -> Args {
-    Args::new().text(SAGAS).int(to.0).time(&chrono::Utc::now())
+/// Moves every conversation from its expected version to the next (a conversation without
+/// a row is at 0); answers those that were not at their expected version.
+async fn versions(
+    tx: &mut Tx,
+    expected: &[(Uuid, i64)],
+    now: &DateTime<Utc>,
+) -> Result<Vec<Uuid>, sqlx::Error> {
+    if expected.is_empty() {
+        return Ok(Vec::new());
+    }
+    let moved: Vec<Uuid> = match tx {
+        Tx::Postgres(pg) => {
+            sqlx::query_scalar(PG_VERSIONS)
+                .bind(expected.iter().map(|(c, _)| *c).collect::<Vec<_>>())
+                .bind(expected.iter().map(|(_, v)| *v).collect::<Vec<_>>())
+                .bind(*now)
+                .fetch_all(&mut **pg)
+                .await?
+        }
+        Tx::Sqlite(_) => {
+            let mut moved = Vec::with_capacity(expected.len());
+            for (conversation, version) in expected {
+                let (sql, args) = if *version == 0 {
+                    (
+                        "INSERT INTO saga_conversations (conversation_id, version, updated_at) \
+                         VALUES ($1::uuid, 1, $2::timestamptz) ON CONFLICT (conversation_id) DO NOTHING",
+                        Args::new().uuid(*conversation).time(now),
+                    )
+                } else {
+                    (
+                        "UPDATE saga_conversations SET version = version + 1, \
+                         updated_at = $3::timestamptz WHERE conversation_id = $1::uuid AND version = $2",
+                        Args::new().uuid(*conversation).int(*version).time(now),
+                    )
+                };
+                if tx.execute(sql, args).await? == 1 {
+                    moved.push(*conversation);
+                }
+            }
+            moved
+        }
+    };
+    Ok(expected
+        .iter()
+        .map(|(c, _)| *c)
+        .filter(|c| !moved.contains(c))
+        .collect())
 }
 
-/// [`runes`] and [`MOVE_CURSOR`] in one PostgreSQL statement (the runes as arrays: one
-/// prepared statement whatever their number).
+/// [`versions`] as one PostgreSQL statement: the conversations moved or created.
+const PG_VERSIONS: &str = "\
+WITH input AS (
+  SELECT * FROM UNNEST($1::uuid[], $2::bigint[]) AS i(conversation_id, expected)
+), moved AS (
+  UPDATE saga_conversations c SET version = c.version + 1, updated_at = $3
+  FROM input i
+  WHERE c.conversation_id = i.conversation_id AND i.expected > 0 AND c.version = i.expected
+  RETURNING c.conversation_id
+), created AS (
+  INSERT INTO saga_conversations (conversation_id, version, updated_at)
+  SELECT conversation_id, 1, $3 FROM input WHERE expected = 0
+  ON CONFLICT (conversation_id) DO NOTHING
+  RETURNING conversation_id
+)
+SELECT conversation_id FROM moved UNION ALL SELECT conversation_id FROM created";
+
+/// Deletes the deadline rows `fired` names (with their epoch and due time); answers
+/// whether every one was still there.
+async fn spend(tx: &mut Tx, fired: &[(Uuid, Deadline)]) -> Result<bool, sqlx::Error> {
+    for (_, d) in fired {
+        let deleted = tx
+            .execute(
+                "DELETE FROM saga_deadlines WHERE aggregate_type = $1 AND aggregate_id = $2::uuid \
+                 AND kind = $3 AND epoch = $4 AND due_at = $5::timestamptz",
+                Args::new()
+                    .text(d.instance.aggregate_type())
+                    .uuid(d.instance.id())
+                    .text(d.kind.as_str())
+                    .int(d.epoch)
+                    .time(&d.due_at),
+            )
+            .await?;
+        if deleted == 0 {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// [`runes`] and the cursor's move to `to` (a batch's; `None`: no move) in one PostgreSQL
+/// statement (the runes as arrays: one prepared statement whatever their number).
 const PG_RUNES_AND_CURSOR: &str = "\
 WITH ins AS (
   INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, conversation_id)
   SELECT * FROM UNNEST($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[]::json[], $7::text[]::json[], $8::uuid[])
   RETURNING global_position
 ), moved AS (
-  UPDATE processors SET writes = writes + 1, cursor_seq = $10, updated_at = $11::timestamptz WHERE name = $9
+  UPDATE processors SET cursor_seq = $10, updated_at = $11::timestamptz WHERE name = $9
 )
 SELECT max(global_position) AS last FROM ins";
 
 async fn runes_and_cursor(
     tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
     runes: &[NewRune],
-    to: LogPosition,
+    to: Option<LogPosition>,
+    now: &DateTime<Utc>,
 ) -> Result<Option<LogPosition>, sqlx::Error> {
     let column = |f: fn(&NewRune) -> String| runes.iter().map(f).collect::<Vec<_>>();
     let last: Option<i64> = sqlx::query_scalar(PG_RUNES_AND_CURSOR)
@@ -113,9 +217,9 @@ async fn runes_and_cursor(
         .bind(column(|r| r.recorded.payload().to_string()))
         .bind(column(|r| json(&r.metadata)))
         .bind(runes.iter().map(|r| r.conversation_id).collect::<Vec<_>>())
-        .bind(SAGAS)
-        .bind(to.0)
-        .bind(pm_domain::time::format(&chrono::Utc::now()))
+        .bind(to.map(|_| SAGAS))
+        .bind(to.map(|t| t.0))
+        .bind(pm_domain::time::format(now))
         .fetch_one(&mut **tx)
         .await?;
     Ok(last.map(LogPosition))
@@ -123,27 +227,6 @@ async fn runes_and_cursor(
 
 fn is_unique_violation(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
-}
-
-/// Locks the saga processor's row (creating it at the start of the log when missing);
-/// answers its cursor and write count.
-async fn lock(tx: &mut Tx) -> Result<(LogPosition, i64), sqlx::Error> {
-    const SELECT: &str = "SELECT cursor_seq, writes::bigint AS writes FROM processors \
-                          WHERE name = $1 FOR UPDATE";
-    let row = match tx.fetch_optional(SELECT, Args::new().text(SAGAS)).await? {
-        Some(row) => row,
-        None => {
-            tx.execute(
-                "INSERT INTO processors (name) VALUES ($1) ON CONFLICT (name) DO NOTHING",
-                Args::new().text(SAGAS),
-            )
-            .await?;
-            tx.fetch_optional(SELECT, Args::new().text(SAGAS))
-                .await?
-                .ok_or(sqlx::Error::RowNotFound)?
-        }
-    };
-    Ok((LogPosition(row.int("cursor_seq")?), row.int("writes")?))
 }
 
 /// Runs a multi-row `INSERT` ([`Tx::insert_rows`]) in chunks; `bind` adds one row's

@@ -1,8 +1,8 @@
-//! What the saga engine reads: a conversation's runes, actors' kinds, agents'
-//! conversations, the write count, due deadlines and the sessions to recover.
+//! What the saga engine reads: a conversation's version and runes, actors' kinds, agents'
+//! conversations, due deadlines and the sessions to recover.
 
 use chrono::{DateTime, Utc};
-use pm_application::sagas::{StoredRune, SAGAS};
+use pm_application::sagas::{StoredConversation, StoredRune};
 use pm_application::AppError;
 use pm_domain::actor::ActorRegistered;
 use pm_domain::saga::{Deadline, DeadlineKind, Instance, Recorded};
@@ -20,8 +20,22 @@ fn corrupt(what: &str, e: impl std::fmt::Display) -> AppError {
     AppError::Internal(format!("a stored {what} does not read back: {e}"))
 }
 
-/// Every rune of `conversation_id`, in log order.
-pub async fn runes(db: &Database, conversation_id: Uuid) -> Result<Vec<StoredRune>, AppError> {
+/// The version of `conversation_id` and every rune of it, in log order. The version is
+/// read first: a writer that commits between the two reads makes the runes newer than the
+/// version, and the next commit on them a conflict (reloaded) — never the reverse.
+pub async fn conversation(
+    db: &Database,
+    conversation_id: Uuid,
+) -> Result<StoredConversation, AppError> {
+    let version = db
+        .fetch_optional(
+            "SELECT version::bigint AS version FROM saga_conversations WHERE conversation_id = $1::uuid",
+            Args::new().uuid(conversation_id),
+        )
+        .await
+        .map_err(store_error)?
+        .map_or(Ok(0), |row| row.int("version"))
+        .map_err(store_error)?;
     let sql = format!(
         "SELECT aggregate_type, aggregate_id, sequence, event_type, payload::text AS payload, \
          metadata::text AS metadata FROM events \
@@ -32,7 +46,10 @@ pub async fn runes(db: &Database, conversation_id: Uuid) -> Result<Vec<StoredRun
         .fetch_all(&sql, Args::new().uuid(conversation_id))
         .await
         .map_err(store_error)?;
-    rows.iter().map(rune).collect()
+    Ok(StoredConversation {
+        version,
+        runes: rows.iter().map(rune).collect::<Result<_, _>>()?,
+    })
 }
 
 fn rune(row: &DbRow) -> Result<StoredRune, AppError> {
@@ -91,18 +108,6 @@ pub async fn agent_conversation(db: &Database, agent_id: Uuid) -> Result<Option<
     row.map(|r| r.uuid("conversation_id"))
         .transpose()
         .map_err(store_error)
-}
-
-/// How many transactions have written saga state.
-pub async fn writes(db: &Database) -> Result<i64, AppError> {
-    let row = db
-        .fetch_optional(
-            "SELECT writes::bigint AS writes FROM processors WHERE name = $1",
-            Args::new().text(SAGAS),
-        )
-        .await
-        .map_err(store_error)?;
-    row.map_or(Ok(0), |r| r.int("writes").map_err(store_error))
 }
 
 const DEADLINE_COLUMNS: &str = "d.aggregate_type, d.aggregate_id::text AS aggregate_id, d.kind, \

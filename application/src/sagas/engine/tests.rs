@@ -1,0 +1,462 @@
+//! The engine against an in-memory [`SagaStore`] whose commits can be held open: writers of
+//! different conversations do not wait for each other, a conversation written elsewhere
+//! is reloaded, a deadline fired elsewhere fires no more, and the cache stays bounded.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use pm_domain::saga::{Control, Deadline, DeadlineKind, DeadlineOp, Instance, SagaConfig};
+use pm_domain::types::ActorKind;
+use serde_json::json;
+use tokio::sync::Notify;
+use uuid::Uuid;
+
+use super::{ControlTarget, SagaEngine};
+use crate::bus::EventMetadata;
+use crate::clock::{Clock, SystemClock};
+use crate::log::{LogPosition, LoggedEvent};
+use crate::sagas::{CommitError, Committed, SagaStore, SagaWrite, StoredConversation, StoredRune};
+use crate::AppError;
+
+#[derive(Default)]
+struct Stored {
+    versions: HashMap<Uuid, i64>,
+    runes: Vec<(Uuid, StoredRune)>,
+    deadlines: HashMap<(Instance, DeadlineKind), (Uuid, Deadline)>,
+    cursor: LogPosition,
+    head: i64,
+    loads: HashMap<Uuid, usize>,
+    commits: usize,
+}
+
+/// A commit of `conversation` waits at the gate until released.
+#[derive(Default)]
+struct Gate {
+    conversation: Mutex<Option<Uuid>>,
+    entered: Notify,
+    release: Notify,
+}
+
+#[derive(Clone, Default)]
+struct FakeStore {
+    stored: Arc<Mutex<Stored>>,
+    gate: Arc<Gate>,
+}
+
+impl FakeStore {
+    fn with<T>(&self, f: impl FnOnce(&mut Stored) -> T) -> T {
+        f(&mut self.stored.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn loads(&self, conversation: Uuid) -> usize {
+        self.with(|s| s.loads.get(&conversation).copied().unwrap_or(0))
+    }
+}
+
+impl SagaStore for FakeStore {
+    async fn load(&self, conversation_id: Uuid) -> Result<StoredConversation, AppError> {
+        Ok(self.with(|s| {
+            *s.loads.entry(conversation_id).or_default() += 1;
+            StoredConversation {
+                version: s.versions.get(&conversation_id).copied().unwrap_or(0),
+                runes: s
+                    .runes
+                    .iter()
+                    .filter(|(c, _)| *c == conversation_id)
+                    .map(|(_, r)| r.clone())
+                    .collect(),
+            }
+        }))
+    }
+
+    async fn actor_kind(&self, actor_id: Uuid) -> Result<Option<ActorKind>, AppError> {
+        Ok((actor_id == ai())
+            .then_some(ActorKind::Ai)
+            .or(Some(ActorKind::Human)))
+    }
+
+    async fn agent_conversation(&self, _: Uuid) -> Result<Option<Uuid>, AppError> {
+        Ok(None)
+    }
+
+    async fn commit(
+        &self,
+        write: SagaWrite,
+        batch: Option<(LogPosition, LogPosition)>,
+    ) -> Result<Committed, CommitError> {
+        let gated = *self
+            .gate
+            .conversation
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if gated.is_some_and(|g| write.conversations.iter().any(|(c, _)| *c == g)) {
+            self.gate.entered.notify_one();
+            self.gate.release.notified().await;
+        }
+        self.with(|s| {
+            if let Some((from, _)) = batch {
+                if s.cursor != from {
+                    return Err(CommitError::CursorMoved);
+                }
+            }
+            let conflicts: Vec<Uuid> = write
+                .conversations
+                .iter()
+                .filter(|(c, v)| s.versions.get(c).copied().unwrap_or(0) != *v)
+                .map(|(c, _)| *c)
+                .collect();
+            let fired_elsewhere = write.fired.iter().any(|(_, d)| {
+                s.deadlines
+                    .get(&(d.instance, d.kind))
+                    .map(|(_, stored)| stored)
+                    != Some(d)
+            });
+            if !conflicts.is_empty() || fired_elsewhere {
+                return Err(CommitError::Conflict {
+                    conversations: conflicts,
+                });
+            }
+            for (c, _) in &write.conversations {
+                *s.versions.entry(*c).or_default() += 1;
+            }
+            for (_, d) in &write.fired {
+                s.deadlines.remove(&(d.instance, d.kind));
+            }
+            for (c, op) in &write.deadlines {
+                match op {
+                    DeadlineOp::Arm(d) => {
+                        s.deadlines.insert((d.instance, d.kind), (*c, *d));
+                    }
+                    DeadlineOp::Disarm { instance, kind } => {
+                        s.deadlines.remove(&(*instance, *kind));
+                    }
+                }
+            }
+            let mut last = None;
+            for rune in &write.runes {
+                s.head += 1;
+                last = Some(LogPosition(s.head));
+                let cause = rune
+                    .metadata
+                    .causation_id
+                    .as_deref()
+                    .and_then(|c| c.parse().ok());
+                s.runes.push((
+                    rune.conversation_id,
+                    StoredRune {
+                        recorded: rune.recorded.clone(),
+                        sequence: rune.sequence,
+                        cause,
+                    },
+                ));
+            }
+            if let Some((_, to)) = batch {
+                s.cursor = to;
+            }
+            s.commits += 1;
+            Ok(Committed {
+                last_position: last,
+            })
+        })
+    }
+
+    async fn park(
+        &self,
+        _: LogPosition,
+        event: &LoggedEvent,
+        _: &str,
+    ) -> Result<LogPosition, CommitError> {
+        Ok(event.position)
+    }
+
+    async fn due(&self, now: DateTime<Utc>, limit: u32) -> Result<Vec<(Uuid, Deadline)>, AppError> {
+        Ok(self.with(|s| {
+            let mut due: Vec<(Uuid, Deadline)> = s
+                .deadlines
+                .values()
+                .filter(|(_, d)| d.due_at <= now)
+                .copied()
+                .collect();
+            due.sort_by_key(|(_, d)| d.due_at);
+            due.truncate(limit as usize);
+            due
+        }))
+    }
+
+    async fn recovering(&self, _: DateTime<Utc>) -> Result<Vec<(Uuid, Vec<Deadline>)>, AppError> {
+        Ok(Vec::new())
+    }
+}
+
+fn human() -> Uuid {
+    Uuid::from_u128(0xA1)
+}
+
+fn ai() -> Uuid {
+    Uuid::from_u128(0xA2)
+}
+
+fn at() -> String {
+    pm_domain::time::format(&SystemClock.now())
+}
+
+/// A log under test: facts at increasing positions.
+struct Log {
+    head: i64,
+}
+
+impl Log {
+    fn event(
+        &mut self,
+        event_type: &str,
+        payload: serde_json::Value,
+        conversation: Option<Uuid>,
+    ) -> LoggedEvent {
+        self.head += 1;
+        LoggedEvent {
+            position: LogPosition(self.head),
+            aggregate_type: "fact".into(),
+            aggregate_id: Uuid::new_v4().to_string(),
+            sequence: 1,
+            event_type: event_type.into(),
+            event_version: "1.0".into(),
+            payload,
+            metadata: json!({ "recorded_at": at() }),
+            conversation_id: conversation,
+        }
+    }
+
+    fn actors(&mut self) -> Vec<LoggedEvent> {
+        [(human(), "human"), (ai(), "ai")]
+            .into_iter()
+            .map(|(id, kind)| {
+                self.event(
+                    "project_manager.actor.registered",
+                    json!({ "id": id, "kind": kind, "display_name": "someone", "created_at": at() }),
+                    None,
+                )
+            })
+            .collect()
+    }
+
+    fn started(&mut self, conversation: Uuid) -> LoggedEvent {
+        self.event(
+            "project_manager.conversation.started",
+            json!({ "id": conversation, "actor_ids": [human(), ai()], "title": "a title",
+                    "created_at": at(), "updated_at": at() }),
+            Some(conversation),
+        )
+    }
+
+    fn human_says(&mut self, conversation: Uuid) -> LoggedEvent {
+        self.event(
+            "project_manager.message.added",
+            json!({ "id": Uuid::new_v4(), "time": at(), "actor_id": human(),
+                    "conversation_id": conversation, "content": "hello" }),
+            Some(conversation),
+        )
+    }
+}
+
+struct World {
+    store: FakeStore,
+    engine: Arc<SagaEngine<FakeStore>>,
+    log: Log,
+    cursor: LogPosition,
+}
+
+impl World {
+    fn new(config: SagaConfig) -> Self {
+        let store = FakeStore::default();
+        let engine = SagaEngine::new(store.clone(), config, Arc::new(SystemClock));
+        Self {
+            store,
+            engine: Arc::new(engine),
+            log: Log { head: 0 },
+            cursor: LogPosition(0),
+        }
+    }
+
+    /// Applies `events` as the processor would.
+    async fn apply(&mut self, events: Vec<LoggedEvent>) {
+        let to = self
+            .engine
+            .apply_batch(self.cursor, &events)
+            .await
+            .expect("the batch applies");
+        self.cursor = to;
+    }
+
+    /// Registers the actors and starts `conversations`.
+    async fn started(&mut self, conversations: &[Uuid]) {
+        let mut events = self.log.actors();
+        for c in conversations {
+            events.push(self.log.started(*c));
+        }
+        self.apply(events).await;
+    }
+}
+
+fn pause() -> Control {
+    Control::Pause {
+        reason: "operator".into(),
+    }
+}
+
+fn metadata() -> EventMetadata {
+    EventMetadata {
+        correlation_id: "test".into(),
+        causation_id: None,
+        role: "admin".into(),
+        recorded_at: Utc::now(),
+    }
+}
+
+#[tokio::test]
+async fn given_a_commit_of_one_conversation_held_open_when_another_is_controlled_then_the_control_does_not_wait(
+) {
+    let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+    let mut world = World::new(SagaConfig::default());
+    world.started(&[a, b]).await;
+    let active = vec![world.log.human_says(b)];
+    world.apply(active).await;
+    *world
+        .store
+        .gate
+        .conversation
+        .lock()
+        .unwrap_or_else(|e| e.into_inner()) = Some(a);
+
+    let message = vec![world.log.human_says(a)];
+    let engine = world.engine.clone();
+    let cursor = world.cursor;
+    let batch = tokio::spawn(async move { engine.apply_batch(cursor, &message).await });
+    tokio::time::timeout(Duration::from_secs(5), world.store.gate.entered.notified())
+        .await
+        .expect("the batch reaches its commit");
+
+    let control = tokio::time::timeout(
+        Duration::from_secs(2),
+        world
+            .engine
+            .control(ControlTarget::Session(b), pause(), metadata()),
+    )
+    .await
+    .expect("a control on another conversation does not wait for the batch");
+    let (conversation, position) = control.expect("stored").expect("accepted");
+    assert_eq!(conversation, b);
+    assert!(position.is_some(), "the control recorded runes");
+
+    world.store.gate.release.notify_one();
+    let to = batch
+        .await
+        .expect("joined")
+        .expect("the held batch commits");
+    assert_eq!(to, LogPosition(world.log.head));
+}
+
+#[tokio::test]
+async fn given_a_conversation_written_elsewhere_when_a_batch_touches_it_then_it_is_reloaded_and_no_other(
+) {
+    let (a, b, c) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+    let mut world = World::new(SagaConfig::default());
+    world.started(&[a, b, c]).await;
+    let loads = |w: &World| [a, b, c].map(|x| w.store.loads(x));
+    // Started in the batch: begun without a read.
+    assert_eq!(loads(&world), [0, 0, 0]);
+
+    // Another replica's writer moves `a` on.
+    world.store.with(|s| *s.versions.entry(a).or_default() += 1);
+    let commits = world.store.with(|s| s.commits);
+    let events = vec![world.log.human_says(a), world.log.human_says(b)];
+    world.apply(events).await;
+
+    assert_eq!(
+        world.store.with(|s| s.commits),
+        commits + 1,
+        "one commit landed"
+    );
+    // The batch's conversations are read again (its decisions were not written), `c` not.
+    assert_eq!(loads(&world), [1, 1, 0]);
+    assert_eq!(world.store.with(|s| s.versions[&a]), 3);
+    assert_eq!(world.store.with(|s| s.versions[&b]), 2);
+    assert_eq!(world.store.with(|s| s.versions[&c]), 1);
+}
+
+#[tokio::test]
+async fn given_a_deadline_fired_elsewhere_when_it_is_fired_here_then_nothing_is_written() {
+    let config = SagaConfig {
+        turn_timeout: chrono::Duration::zero(),
+        ..SagaConfig::default()
+    };
+    let a = Uuid::new_v4();
+    let mut world = World::new(config);
+    world.started(&[a]).await;
+    let message = vec![world.log.human_says(a)];
+    world.apply(message).await;
+    let due = world
+        .store
+        .due(Utc::now(), 10)
+        .await
+        .expect("due deadlines");
+    assert!(!due.is_empty(), "the turn's watchdog is due at once");
+
+    // Another replica fires it (its row is gone) before this one commits.
+    let gate_conversation = a;
+    *world
+        .store
+        .gate
+        .conversation
+        .lock()
+        .unwrap_or_else(|e| e.into_inner()) = Some(gate_conversation);
+    let engine = world.engine.clone();
+    let firing = tokio::spawn(async move { engine.fire_due(10).await });
+    tokio::time::timeout(Duration::from_secs(5), world.store.gate.entered.notified())
+        .await
+        .expect("the firing reaches its commit");
+    world.store.with(|s| s.deadlines.clear());
+    let runes = world.store.with(|s| s.runes.len());
+    world.store.gate.release.notify_one();
+
+    let fired = firing.await.expect("joined").expect("no store error");
+    assert_eq!(fired, 0);
+    assert_eq!(
+        world.store.with(|s| s.runes.len()),
+        runes,
+        "no rune was written"
+    );
+}
+
+#[tokio::test]
+async fn given_more_conversations_than_the_cache_holds_then_it_keeps_its_limit_and_the_latest() {
+    let mut world = World::new(SagaConfig::default());
+    world.engine = Arc::new(
+        SagaEngine::new(
+            world.store.clone(),
+            SagaConfig::default(),
+            Arc::new(SystemClock),
+        )
+        .with_cache_limits(16, 16),
+    );
+    let conversations: Vec<Uuid> = (0..64).map(|_| Uuid::new_v4()).collect();
+    for c in &conversations {
+        world.started(&[*c]).await;
+    }
+    let cached = world.engine.slots.len();
+    assert!(cached <= 16, "{cached} conversations cached");
+    assert!(
+        cached >= 8,
+        "a full cache drops some, not all: {cached} left"
+    );
+
+    let latest = conversations[63];
+    let message = vec![world.log.human_says(latest)];
+    world.apply(message).await;
+    assert_eq!(
+        world.store.loads(latest),
+        0,
+        "the latest conversation stayed in memory"
+    );
+}
