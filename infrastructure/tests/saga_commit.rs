@@ -1,0 +1,268 @@
+//! `DbSagaStore`'s commit on both stores, where it lives: each conversation's version is a
+//! compare-and-set (a stale writer writes nothing), writers of different conversations
+//! commit in parallel, only one of several writers of one conversation commits, a batch
+//! moves the cursor only from where it started, and a fired deadline is spent once.
+
+use std::time::Duration;
+
+use chrono::Utc;
+use pm_application::bus::EventMetadata;
+use pm_application::log::LogPosition;
+use pm_application::sagas::{CommitError, NewRune, SagaStore, SagaWrite};
+use pm_domain::conversation::ConversationStarted;
+use pm_domain::saga::{Deadline, DeadlineKind, DeadlineOp, Input, Instance, SagaConfig, Sagas};
+use pm_infrastructure::db::Args;
+use pm_infrastructure::sagas::DbSagaStore;
+use pm_infrastructure::Database;
+use pm_test_db::{on_both_backends, TestDb};
+use serde_json::json;
+use tokio::sync::watch;
+use uuid::Uuid;
+
+async fn store(db: &TestDb) -> (DbSagaStore, Database) {
+    let database = Database::connect(&db.url, 8, Duration::from_secs(5))
+        .await
+        .expect("connect");
+    database.migrate().await.expect("migrate");
+    let (doorbell, _) = watch::channel(0);
+    (DbSagaStore::new(database.clone(), doorbell), database)
+}
+
+/// The runes a conversation's start records (session created, root agent spawned, …),
+/// numbered from 1 in their streams.
+fn started(conversation: Uuid) -> Vec<NewRune> {
+    let fact: ConversationStarted = serde_json::from_value(json!({
+        "id": conversation, "actor_ids": [Uuid::new_v4()], "title": "a title",
+        "created_at": "2026-11-24T10:00:00Z", "updated_at": "2026-11-24T10:00:00Z",
+    }))
+    .expect("a fact");
+    let outcome = Sagas::default()
+        .handle(
+            Input::ConversationStarted {
+                fact: &fact,
+                ai_actors: &[],
+            },
+            Utc::now(),
+            &SagaConfig::default(),
+        )
+        .expect("decided");
+    let mut streams = std::collections::HashMap::new();
+    outcome
+        .runes
+        .into_iter()
+        .map(|recorded| {
+            let sequence = streams.entry(recorded.instance).or_insert(0);
+            *sequence += 1;
+            NewRune {
+                conversation_id: conversation,
+                recorded,
+                sequence: *sequence,
+                metadata: EventMetadata {
+                    correlation_id: "test".into(),
+                    causation_id: None,
+                    role: "saga".into(),
+                    recorded_at: Utc::now(),
+                },
+            }
+        })
+        .collect()
+}
+
+fn deadline(conversation: Uuid) -> Deadline {
+    Deadline {
+        instance: Instance::Session(conversation),
+        kind: DeadlineKind::SessionTimeout,
+        due_at: pm_domain::time::truncate(Utc::now()),
+        epoch: 1,
+    }
+}
+
+fn write(conversation: Uuid, version: i64) -> SagaWrite {
+    SagaWrite {
+        conversations: vec![(conversation, version)],
+        ..SagaWrite::default()
+    }
+}
+
+async fn cursor(db: &Database) -> i64 {
+    db.fetch_optional(
+        "SELECT cursor_seq FROM processors WHERE name = $1",
+        Args::new().text("sagas"),
+    )
+    .await
+    .expect("read")
+    .map_or(0, |row| row.int("cursor_seq").expect("cursor"))
+}
+
+async fn a_stale_version_is_a_conflict_that_writes_nothing(db: TestDb) {
+    let (store, _db) = store(&db).await;
+    let c = Uuid::new_v4();
+    let first = SagaWrite {
+        runes: started(c),
+        ..write(c, 0)
+    };
+    let runes = first.runes.len();
+    let committed = store.commit(first, None).await.expect("first commit");
+    assert!(committed.last_position.is_some());
+    let loaded = store.load(c).await.expect("load");
+    assert_eq!((loaded.version, loaded.runes.len()), (1, runes));
+
+    // A writer that loaded before the first commit: version 0.
+    let stale = SagaWrite {
+        deadlines: vec![(c, DeadlineOp::Arm(deadline(c)))],
+        ..write(c, 0)
+    };
+    match store.commit(stale, None).await {
+        Err(CommitError::Conflict { conversations }) => assert_eq!(conversations, vec![c]),
+        other => panic!("a stale writer committed: {other:?}"),
+    }
+    let loaded = store.load(c).await.expect("load");
+    assert_eq!((loaded.version, loaded.runes.len()), (1, runes));
+    let due = store
+        .due(Utc::now() + chrono::Duration::days(1), 10)
+        .await
+        .expect("due");
+    assert!(
+        due.is_empty(),
+        "the stale writer's deadline was written: {due:?}"
+    );
+}
+
+async fn different_conversations_commit_in_parallel(db: TestDb) {
+    let (store, _db) = store(&db).await;
+    let conversations: Vec<Uuid> = (0..16).map(|_| Uuid::new_v4()).collect();
+    let tasks: Vec<_> = conversations
+        .iter()
+        .map(|c| {
+            let (store, c) = (store.clone(), *c);
+            tokio::spawn(async move {
+                store
+                    .commit(
+                        SagaWrite {
+                            runes: started(c),
+                            ..write(c, 0)
+                        },
+                        None,
+                    )
+                    .await?;
+                for version in 1..5 {
+                    store.commit(write(c, version), None).await?;
+                }
+                Ok::<_, CommitError>(())
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await
+            .expect("joined")
+            .expect("every commit of its own conversation lands");
+    }
+    for c in &conversations {
+        assert_eq!(store.load(*c).await.expect("load").version, 5);
+    }
+}
+
+async fn of_several_writers_of_one_conversation_one_commits(db: TestDb) {
+    let (store, _db) = store(&db).await;
+    let c = Uuid::new_v4();
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                store
+                    .commit(
+                        SagaWrite {
+                            runes: started(c),
+                            ..write(c, 0)
+                        },
+                        None,
+                    )
+                    .await
+            })
+        })
+        .collect();
+    let mut committed = 0;
+    for task in tasks {
+        match task.await.expect("joined") {
+            Ok(_) => committed += 1,
+            Err(CommitError::Conflict { .. }) => {}
+            Err(e) => panic!("not a conflict: {e}"),
+        }
+    }
+    assert_eq!(committed, 1);
+    let loaded = store.load(c).await.expect("load");
+    assert_eq!(loaded.version, 1);
+    assert_eq!(
+        loaded.runes.len(),
+        started(c).len(),
+        "one writer's runes only"
+    );
+}
+
+async fn a_batch_moves_the_cursor_only_from_where_it_started(db: TestDb) {
+    let (store, database) = store(&db).await;
+    let c = Uuid::new_v4();
+    let batch = SagaWrite {
+        runes: started(c),
+        ..write(c, 0)
+    };
+    store
+        .commit(batch, Some((LogPosition(0), LogPosition(10))))
+        .await
+        .expect("the batch commits");
+    assert_eq!(cursor(&database).await, 10);
+
+    // Without runes the cursor moves too.
+    store
+        .commit(write(c, 1), Some((LogPosition(10), LogPosition(12))))
+        .await
+        .expect("an empty batch commits");
+    assert_eq!(cursor(&database).await, 12);
+
+    let replayed = store
+        .commit(write(c, 2), Some((LogPosition(10), LogPosition(20))))
+        .await;
+    assert!(
+        matches!(replayed, Err(CommitError::CursorMoved)),
+        "{replayed:?}"
+    );
+    assert_eq!(cursor(&database).await, 12);
+    assert_eq!(
+        store.load(c).await.expect("load").version,
+        2,
+        "nothing written"
+    );
+}
+
+async fn a_fired_deadline_is_spent_once(db: TestDb) {
+    let (store, _db) = store(&db).await;
+    let c = Uuid::new_v4();
+    let d = deadline(c);
+    let armed = SagaWrite {
+        deadlines: vec![(c, DeadlineOp::Arm(d))],
+        ..write(c, 0)
+    };
+    store.commit(armed, None).await.expect("armed");
+    assert_eq!(store.due(Utc::now(), 10).await.expect("due"), vec![(c, d)]);
+
+    let fire = |version| SagaWrite {
+        fired: vec![(c, d)],
+        ..write(c, version)
+    };
+    store.commit(fire(1), None).await.expect("fired");
+    assert!(store.due(Utc::now(), 10).await.expect("due").is_empty());
+    // Even at the right version, a deadline that is gone does not fire again.
+    match store.commit(fire(2), None).await {
+        Err(CommitError::Conflict { .. }) => {}
+        other => panic!("a spent deadline fired again: {other:?}"),
+    }
+    assert_eq!(store.load(c).await.expect("load").version, 2);
+}
+
+on_both_backends!(
+    a_stale_version_is_a_conflict_that_writes_nothing,
+    different_conversations_commit_in_parallel,
+    of_several_writers_of_one_conversation_one_commits,
+    a_batch_moves_the_cursor_only_from_where_it_started,
+    a_fired_deadline_is_spent_once,
+);
