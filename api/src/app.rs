@@ -17,6 +17,7 @@ use pm_application::processor::{ProcessorRunner, ProcessorStore, RunnerOptions};
 use pm_application::queries::Queries;
 use pm_application::sagas::{DeadlineScheduler, SagaEngine, SagaProcessor, SAGAS};
 use pm_domain::Services;
+use pm_infrastructure::append::Appender;
 use pm_infrastructure::idempotency::DbIdempotencyStore;
 use pm_infrastructure::log::DbLogReader;
 use pm_infrastructure::lookup::{KnownEntities, StoreLookup};
@@ -148,7 +149,9 @@ impl Application {
         let (readers, readers_rx) = tokio::sync::watch::channel(0u64);
         let caches = config.caches();
         let known = Arc::new(KnownEntities::new(caches.entities));
-        let store = PmStore::new(db.clone(), caches.aggregates, known.clone(), local.clone());
+        // The log's one writer: commands, the sagas and operators' controls append through it.
+        let appender = Appender::new(db.clone(), local);
+        let store = PmStore::new(&db, appender.clone(), caches.aggregates, known.clone());
         let lookup = StoreLookup::new(db.clone(), known);
         let bus = CommandBus::new(
             store,
@@ -186,8 +189,12 @@ impl Application {
             },
         );
         let engine = Arc::new(
-            SagaEngine::new(DbSagaStore::new(db.clone(), local), config.sagas(), clock)
-                .with_cache_limits(caches.conversations, caches.actor_kinds),
+            SagaEngine::new(
+                DbSagaStore::new(db.clone(), appender),
+                config.sagas(),
+                clock,
+            )
+            .with_cache_limits(caches.conversations, caches.actor_kinds),
         );
         let (saga_runner, saga_status) = ProcessorRunner::new(
             Arc::new(SagaProcessor::new(engine.clone())),

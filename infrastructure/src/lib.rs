@@ -15,6 +15,7 @@
 //! - [`sagas`]: the sagas' runes, read rows and durable deadlines, and their queries.
 //! - [`sql`]: one SQL text for both databases.
 
+pub mod append;
 pub mod db;
 pub mod doorbell;
 pub mod idempotency;

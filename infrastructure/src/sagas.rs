@@ -24,9 +24,9 @@ use pm_application::sagas::{
 use pm_application::AppError;
 use pm_domain::saga::Deadline;
 use pm_domain::types::ActorKind;
-use tokio::sync::watch;
 use uuid::Uuid;
 
+use crate::append::Appender;
 use crate::processor::cursor;
 use crate::processor::store::store_error;
 use crate::Database;
@@ -34,16 +34,16 @@ use crate::Database;
 pub use query::SagaReads;
 
 /// The saga tables and runes in a [`Database`].
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct DbSagaStore {
     db: Database,
-    doorbell: watch::Sender<u64>,
+    appender: Appender,
 }
 
 impl DbSagaStore {
-    /// The store over `db`; rings `doorbell` after appending runes.
-    pub fn new(db: Database, doorbell: watch::Sender<u64>) -> Self {
-        Self { db, doorbell }
+    /// The store over `db`, appending runes through `appender`.
+    pub fn new(db: Database, appender: Appender) -> Self {
+        Self { db, appender }
     }
 }
 
@@ -65,11 +65,7 @@ impl SagaStore for DbSagaStore {
         write: SagaWrite,
         batch: Option<(LogPosition, LogPosition)>,
     ) -> Result<Committed, CommitError> {
-        let committed = commit::commit(&self.db, &write, batch).await?;
-        if committed.last_position.is_some() {
-            self.doorbell.send_modify(|n| *n = n.wrapping_add(1));
-        }
-        Ok(committed)
+        commit::commit(&self.db, &self.appender, &write, batch).await
     }
 
     async fn park(

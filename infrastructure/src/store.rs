@@ -4,19 +4,17 @@
 //! - **Loads** go through the crates' repositories (postgres-es / sqlite-es
 //!   `PersistedEventRepository::get_events`) and fold the events with `Aggregate::apply`
 //!   (the plain event store: never the snapshot store, which double-applies in 0.5.0).
-//! - **Appends** are one `INSERT … RETURNING` statement per command (postgres-es issues
-//!   BEGIN, one INSERT per event and COMMIT), returning each fact's log position. The
-//!   primary key `(aggregate_type, aggregate_id, sequence)` is the optimistic lock: a lost
-//!   race is `AggregateConflict`, which the bus retries.
+//! - **Appends** go through the log's one [`Appender`]: one statement per command
+//!   (postgres-es issues BEGIN, one INSERT per event and COMMIT), gathered by group commit
+//!   on PostgreSQL, returning each fact's log position. The primary key
+//!   `(aggregate_type, aggregate_id, sequence)` is the optimistic lock: a lost race is
+//!   `AggregateConflict`, which the bus retries.
 //! - **Per-aggregate serialization in-process**: a command holds its aggregate's slot
 //!   lock from load to commit, so commands of one replica never race each other on one
 //!   aggregate; races only remain between replicas, where the primary key decides.
 //! - **Recently used aggregates stay in memory** (the slot), valid because every write to
 //!   the aggregate through this process updates it and a write by another replica makes
 //!   our next append conflict, which clears the slot.
-
-mod append;
-mod group_commit;
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -28,19 +26,17 @@ use cqrs_es::{
 };
 use dashmap::DashMap;
 use pm_application::bus::{AggregateStore, EventMetadata, Load};
-use pm_application::idempotency::IdempotencyKey;
+use pm_application::idempotency::{IdempotencyKey, IdempotencyKeyTaken};
 use pm_application::log::LogPosition;
 use pm_domain::{DomainError, PmAggregate};
 use postgres_es::PostgresEventRepository;
 use sqlite_es::SqliteEventRepository;
-use tokio::sync::{watch, Mutex, OwnedMutexGuard};
+use tokio::sync::{Mutex, OwnedMutexGuard};
 use uuid::Uuid;
 
+use crate::append::{AppendError, Appender, NewEvent};
 use crate::lookup::KnownEntities;
 use crate::Database;
-
-pub use append::NewEvent;
-pub use group_commit::GroupCommit;
 
 type StoreResult<T> = Result<T, AggregateError<DomainError>>;
 
@@ -75,13 +71,11 @@ enum Repository {
 }
 
 struct Inner {
-    db: Database,
-    group_commit: Option<GroupCommit>,
+    appender: Appender,
     repository: Repository,
     slots: DashMap<(&'static str, String), Arc<Mutex<Slot>>>,
     slot_capacity: usize,
     known: Arc<KnownEntities>,
-    doorbell: watch::Sender<u64>,
 }
 
 /// The project-manager event store over PostgreSQL or SQLite. Cheap to clone.
@@ -91,41 +85,28 @@ pub struct PmStore {
 }
 
 impl PmStore {
-    /// A store over `db` that keeps at most about `slot_capacity` idle aggregates in
-    /// memory, tells `known` about every created entity, and rings `doorbell` after
-    /// every append.
+    /// A store over `db` that appends through `appender`, keeps at most about
+    /// `slot_capacity` idle aggregates in memory, and tells `known` about every created
+    /// entity.
     pub fn new(
-        db: Database,
+        db: &Database,
+        appender: Appender,
         slot_capacity: usize,
         known: Arc<KnownEntities>,
-        doorbell: watch::Sender<u64>,
     ) -> Self {
-        let repository = match &db {
+        let repository = match db {
             Database::Postgres(pool) => {
                 Repository::Postgres(PostgresEventRepository::new(pool.clone()))
             }
             Database::Sqlite(pool) => Repository::Sqlite(SqliteEventRepository::new(pool.clone())),
         };
-        // Single-fact appends go through group commit on PostgreSQL (SQLite has one writer).
-        let group_commit = match &db {
-            Database::Postgres(pool) => {
-                // Appends are serialized by the log's order lock (one commit at a time), so
-                // one writer is best: while its batch commits, the next one gathers every
-                // command that arrives meanwhile (measured: 1 writer 81–97 % of the raw
-                // INSERT rate, 4 writers 69 %).
-                Some(GroupCommit::start(pool.clone(), 1, 256))
-            }
-            Database::Sqlite(_) => None,
-        };
         Self {
             inner: Arc::new(Inner {
-                db,
-                group_commit,
+                appender,
                 repository,
                 slots: DashMap::new(),
                 slot_capacity: slot_capacity.max(16),
                 known,
-                doorbell,
             }),
         }
     }
@@ -249,8 +230,8 @@ fn unexpected(e: impl std::error::Error + Send + Sync + 'static) -> AggregateErr
 }
 
 impl PmStore {
-    /// Appends `events` after the context's version in one statement (group commit for a
-    /// single fact on PostgreSQL); updates the slot, the known entities and the doorbell.
+    /// Appends `events` after the context's version through the appender; updates the slot
+    /// and the known entities.
     async fn append_events<A: PmAggregate>(
         &self,
         events: &[A::Event],
@@ -268,29 +249,27 @@ impl PmStore {
             return Ok(Vec::new());
         }
         let conversation_id = aggregate.conversation_id();
+        let metadata = metadata.to_string();
         let mut rows = Vec::with_capacity(events.len());
         for (i, event) in events.iter().enumerate() {
             rows.push(NewEvent {
                 aggregate_type: A::TYPE,
-                aggregate_id: &aggregate_id,
+                aggregate_id: aggregate_id.clone(),
                 sequence: (version + i + 1) as i64,
                 event_type: event.event_type(),
                 event_version: event.event_version(),
-                payload: serde_json::to_value(event).map_err(unexpected)?,
+                payload: serde_json::to_string(event).map_err(unexpected)?,
                 metadata: metadata.clone(),
                 conversation_id,
             });
         }
-        let appended = match (&self.inner.group_commit, rows.as_slice()) {
-            (Some(group), [row]) => group.append(row, key).await.map(|p| vec![p]),
-            _ => append::append(&self.inner.db, &rows, key).await,
-        };
-        let positions = match appended {
+        let types: Vec<String> = rows.iter().map(|r| r.event_type.clone()).collect();
+        let positions = match self.inner.appender.append(rows, key).await {
             Ok(positions) => positions,
             Err(e) => {
                 // Whatever happened, our picture of the aggregate may be stale now.
                 slot.0 = None;
-                return Err(e);
+                return Err(aggregate_error(e));
             }
         };
         if version == 0 {
@@ -305,12 +284,22 @@ impl PmStore {
             version: version + events.len(),
         });
         drop(slot);
-        self.inner.doorbell.send_modify(|n| *n = n.wrapping_add(1));
-        for row in &rows {
-            metrics::counter!("pm_facts_appended_total", "type" => row.event_type.clone())
-                .increment(1);
+        for event_type in types {
+            metrics::counter!("pm_facts_appended_total", "type" => event_type).increment(1);
         }
         Ok(positions)
+    }
+}
+
+/// An append's error in cqrs-es's terms: a lost race is `AggregateConflict` (the bus
+/// retries it), the store away `DatabaseConnectionError`, a taken key
+/// [`IdempotencyKeyTaken`] (the idempotency layer answers it).
+fn aggregate_error(e: AppendError) -> AggregateError<DomainError> {
+    match e {
+        AppendError::Conflict => AggregateError::AggregateConflict,
+        AppendError::KeyTaken => AggregateError::UnexpectedError(Box::new(IdempotencyKeyTaken)),
+        AppendError::Unavailable(e) => AggregateError::DatabaseConnectionError(e.into()),
+        AppendError::Other(e) => AggregateError::UnexpectedError(e.into()),
     }
 }
 

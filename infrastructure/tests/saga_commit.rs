@@ -11,6 +11,7 @@ use pm_application::log::LogPosition;
 use pm_application::sagas::{CommitError, NewRune, SagaStore, SagaWrite};
 use pm_domain::conversation::ConversationStarted;
 use pm_domain::saga::{Deadline, DeadlineKind, DeadlineOp, Input, Instance, SagaConfig, Sagas};
+use pm_infrastructure::append::Appender;
 use pm_infrastructure::db::Args;
 use pm_infrastructure::sagas::DbSagaStore;
 use pm_infrastructure::Database;
@@ -25,7 +26,8 @@ async fn store(db: &TestDb) -> (DbSagaStore, Database) {
         .expect("connect");
     database.migrate().await.expect("migrate");
     let (doorbell, _) = watch::channel(0);
-    (DbSagaStore::new(database.clone(), doorbell), database)
+    let appender = Appender::new(database.clone(), doorbell);
+    (DbSagaStore::new(database.clone(), appender), database)
 }
 
 /// The runes a conversation's start records (session created, root agent spawned, …),

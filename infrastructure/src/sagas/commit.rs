@@ -6,17 +6,20 @@
 //! Only a batch touches the processor's row: controls and deadlines lock the rows of their
 //! own conversations, so writers of different conversations commit in parallel. The runes
 //! are appended last: on PostgreSQL an append holds the log's order lock until its
-//! transaction ends, so the rest of the transaction runs before it takes that lock.
+//! transaction ends, so the rest of the transaction runs before it takes that lock. They go
+//! through the log's one [`Appender`], which also rings the doorbell after the commit.
 
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use pm_application::log::LogPosition;
 use pm_application::sagas::{CommitError, Committed, NewRune, SagaWrite, SAGAS};
+use pm_application::AppError;
 use pm_domain::saga::{ConversationState, Deadline, DeadlineOp, Instance};
 use pm_domain::EVENT_VERSION;
 use uuid::Uuid;
 
+use crate::append::{AppendError, Appender, NewEvent};
 use crate::db::{Args, DbRow, Tx};
 use crate::processor::cursor;
 use crate::processor::store::store_error;
@@ -37,6 +40,7 @@ fn sql_error(e: sqlx::Error) -> CommitError {
 /// [`CommitError::Store`] otherwise.
 pub async fn commit(
     db: &Database,
+    appender: &Appender,
     write: &SagaWrite,
     batch: Option<(LogPosition, LogPosition)>,
 ) -> Result<Committed, CommitError> {
@@ -69,35 +73,40 @@ pub async fn commit(
     agents(&mut tx, write).await.map_err(sql_error)?;
     turns(&mut tx, write).await.map_err(sql_error)?;
     anomalies(&mut tx, write).await.map_err(sql_error)?;
-    let to = batch.map(|(_, to)| to);
-    let appended = match &mut tx {
-        // One statement appends the runes and moves the cursor: the log's order lock is
-        // held from it to the commit, one round trip less.
-        Tx::Postgres(pg) if !write.runes.is_empty() => runes_and_cursor(pg, &write.runes, to, &now)
-            .await
-            .map(|last| (last, true)),
-        _ => runes(&mut tx, &write.runes).await.map(|last| (last, false)),
-    };
-    let last_position = match appended {
-        Ok((last, true)) => last,
-        Ok((last, false)) => {
-            if let Some(to) = to {
-                cursor::advance(&mut tx, SAGAS, to)
-                    .await
-                    .map_err(sql_error)?;
-            }
-            last
-        }
+    let runes: Vec<NewEvent> = write.runes.iter().map(rune).collect();
+    let cursor = batch.map(|(_, to)| (SAGAS, to));
+    let last_position = match appender.append_in(&mut tx, &runes, cursor).await {
+        Ok(last) => last,
         // A taken sequence: another writer appended to a stream of these conversations.
-        Err(e) if is_unique_violation(&e) => {
+        Err(AppendError::Conflict | AppendError::KeyTaken) => {
             return Err(CommitError::Conflict {
                 conversations: all(),
             })
         }
-        Err(e) => return Err(sql_error(e)),
+        Err(AppendError::Unavailable(e)) => {
+            return Err(CommitError::Store(AppError::Unavailable(e)))
+        }
+        Err(AppendError::Other(e)) => return Err(CommitError::Store(AppError::Internal(e))),
     };
     tx.commit().await.map_err(sql_error)?;
+    if last_position.is_some() {
+        appender.ring();
+    }
     Ok(Committed { last_position })
+}
+
+/// A rune as a row of the log.
+fn rune(r: &NewRune) -> NewEvent {
+    NewEvent {
+        aggregate_type: r.recorded.instance.aggregate_type(),
+        aggregate_id: r.recorded.instance.id().to_string(),
+        sequence: r.sequence,
+        event_type: r.recorded.event_type().to_string(),
+        event_version: EVENT_VERSION.to_string(),
+        payload: r.recorded.payload().to_string(),
+        metadata: json(&r.metadata),
+        conversation_id: Some(r.conversation_id),
+    }
 }
 
 /// Moves every conversation from its expected version to the next (a conversation without
@@ -187,46 +196,6 @@ async fn spend(tx: &mut Tx, fired: &[(Uuid, Deadline)]) -> Result<bool, sqlx::Er
         }
     }
     Ok(true)
-}
-
-/// [`runes`] and the cursor's move to `to` (a batch's; `None`: no move) in one PostgreSQL
-/// statement (the runes as arrays: one prepared statement whatever their number).
-const PG_RUNES_AND_CURSOR: &str = "\
-WITH ins AS (
-  INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, conversation_id)
-  SELECT * FROM UNNEST($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[]::json[], $7::text[]::json[], $8::uuid[])
-  RETURNING global_position
-), moved AS (
-  UPDATE processors SET cursor_seq = $10, updated_at = $11::timestamptz WHERE name = $9
-)
-SELECT max(global_position) AS last FROM ins";
-
-async fn runes_and_cursor(
-    tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
-    runes: &[NewRune],
-    to: Option<LogPosition>,
-    now: &DateTime<Utc>,
-) -> Result<Option<LogPosition>, sqlx::Error> {
-    let column = |f: fn(&NewRune) -> String| runes.iter().map(f).collect::<Vec<_>>();
-    let last: Option<i64> = sqlx::query_scalar(PG_RUNES_AND_CURSOR)
-        .bind(column(|r| r.recorded.instance.aggregate_type().to_string()))
-        .bind(column(|r| r.recorded.instance.id().to_string()))
-        .bind(runes.iter().map(|r| r.sequence).collect::<Vec<_>>())
-        .bind(column(|r| r.recorded.event_type().to_string()))
-        .bind(vec![EVENT_VERSION; runes.len()])
-        .bind(column(|r| r.recorded.payload().to_string()))
-        .bind(column(|r| json(&r.metadata)))
-        .bind(runes.iter().map(|r| r.conversation_id).collect::<Vec<_>>())
-        .bind(to.map(|_| SAGAS))
-        .bind(to.map(|t| t.0))
-        .bind(pm_domain::time::format(now))
-        .fetch_one(&mut **tx)
-        .await?;
-    Ok(last.map(LogPosition))
-}
-
-fn is_unique_violation(e: &sqlx::Error) -> bool {
-    matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
 }
 
 /// Runs a multi-row `INSERT` ([`Tx::insert_rows`]) in chunks; `bind` adds one row's
@@ -491,32 +460,4 @@ async fn anomalies(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
     )
     .await?;
     Ok(())
-}
-
-/// Appends the runes; answers the position of the last one.
-async fn runes(tx: &mut Tx, runes: &[NewRune]) -> Result<Option<LogPosition>, sqlx::Error> {
-    let returned = insert(
-        tx,
-        "INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, \
-         payload, metadata, conversation_id)",
-        &["", "", "", "", "", "::json", "::json", "::uuid"],
-        "RETURNING global_position",
-        runes,
-        |args, r| {
-            args.text(r.recorded.instance.aggregate_type())
-                .text(r.recorded.instance.id().to_string())
-                .int(r.sequence)
-                .text(r.recorded.event_type())
-                .text(EVENT_VERSION)
-                .text(r.recorded.payload().to_string())
-                .text(json(&r.metadata))
-                .uuid(r.conversation_id)
-        },
-    )
-    .await?;
-    let mut last = None;
-    for row in &returned {
-        last = last.max(Some(LogPosition(row.int("global_position")?)));
-    }
-    Ok(last)
 }

@@ -3,40 +3,16 @@
 //! statement (PostgreSQL) or transaction (SQLite), so a durable fact always has its key's
 //! answer.
 
-use cqrs_es::AggregateError;
-use pm_application::idempotency::{IdempotencyKey, IdempotencyKeyTaken};
+use pm_application::idempotency::IdempotencyKey;
 use pm_application::log::LogPosition;
-use pm_domain::DomainError;
-use serde_json::Value;
 use sqlx::QueryBuilder;
-use uuid::Uuid;
 
+use super::{AppendError, NewEvent};
 use crate::Database;
-
-/// One row to append.
-#[derive(Debug, Clone)]
-pub struct NewEvent<'a> {
-    /// `Aggregate::TYPE`.
-    pub aggregate_type: &'static str,
-    /// The aggregate id.
-    pub aggregate_id: &'a str,
-    /// The stream sequence (1-based); the primary key makes it the optimistic lock.
-    pub sequence: i64,
-    /// The fact's name.
-    pub event_type: String,
-    /// The fact's version.
-    pub event_version: String,
-    /// The fact's payload.
-    pub payload: Value,
-    /// The metadata.
-    pub metadata: Value,
-    /// The conversation the fact belongs to.
-    pub conversation_id: Option<Uuid>,
-}
 
 /// Marks a claimed key done with the fact at `position` (`$1` role, `$2` key,
 /// `$3` position); a key that is not pending (or not claimed at all) is left alone.
-pub(crate) const COMPLETE_KEY: &str = "UPDATE idempotency_keys SET status = 201, position = $3 \
+const COMPLETE_KEY: &str = "UPDATE idempotency_keys SET status = 201, position = $3 \
      WHERE role = $1 AND key = $2 AND status IS NULL";
 
 /// Writes an unclaimed key's row, done with the fact at `position` (`$1` role, `$2` key,
@@ -62,35 +38,27 @@ WITH ins AS (
 )
 SELECT sequence, global_position FROM ins";
 
-/// The error of an append whose unclaimed key already has a row.
-pub(crate) fn key_taken() -> AggregateError<DomainError> {
-    AggregateError::UnexpectedError(Box::new(IdempotencyKeyTaken))
-}
-
-/// Whether `e` is an unclaimed key's row colliding with one committed meanwhile.
-pub(crate) fn is_key_race(e: &sqlx::Error) -> bool {
-    matches!(e, sqlx::Error::Database(db)
-        if db.is_unique_violation() && db.constraint() == Some("idempotency_keys_pkey"))
-}
-
 /// Appends `rows` atomically and returns their positions in row order; completes `key`
 /// with the last one. On PostgreSQL single-fact commands go through
-/// [`super::GroupCommit`] instead.
+/// [group commit](super::group_commit) instead.
 ///
 /// # Errors
-/// `AggregateConflict` when a row's sequence is taken (another writer won),
-/// `DatabaseConnectionError` when the database cannot be reached, `UnexpectedError`
-/// otherwise.
-pub async fn append(
+/// [`AppendError`]; nothing is written then.
+pub(super) async fn append(
     db: &Database,
-    rows: &[NewEvent<'_>],
+    rows: &[NewEvent],
     key: Option<&IdempotencyKey>,
-) -> Result<Vec<LogPosition>, AggregateError<DomainError>> {
+) -> Result<Vec<LogPosition>, AppendError> {
+    let classify = |e: sqlx::Error| AppendError::of(&e);
     let mut returned: Vec<(i64, LogPosition)> = match db {
         Database::Postgres(pool) => {
             let fetched: Vec<(i64, i64)> = sqlx::query_as(PG_APPEND)
                 .bind(rows.iter().map(|r| r.aggregate_type).collect::<Vec<_>>())
-                .bind(rows.iter().map(|r| r.aggregate_id).collect::<Vec<_>>())
+                .bind(
+                    rows.iter()
+                        .map(|r| r.aggregate_id.as_str())
+                        .collect::<Vec<_>>(),
+                )
                 .bind(rows.iter().map(|r| r.sequence).collect::<Vec<_>>())
                 .bind(
                     rows.iter()
@@ -102,16 +70,8 @@ pub async fn append(
                         .map(|r| r.event_version.as_str())
                         .collect::<Vec<_>>(),
                 )
-                .bind(
-                    rows.iter()
-                        .map(|r| r.payload.to_string())
-                        .collect::<Vec<_>>(),
-                )
-                .bind(
-                    rows.iter()
-                        .map(|r| r.metadata.to_string())
-                        .collect::<Vec<_>>(),
-                )
+                .bind(rows.iter().map(|r| r.payload.as_str()).collect::<Vec<_>>())
+                .bind(rows.iter().map(|r| r.metadata.as_str()).collect::<Vec<_>>())
                 .bind(rows.iter().map(|r| r.conversation_id).collect::<Vec<_>>())
                 .bind(key.map(|k| k.role.as_str()))
                 .bind(key.map(|k| k.key.as_str()))
@@ -119,13 +79,7 @@ pub async fn append(
                 .bind(key.map(|k| k.request_hash.as_str()))
                 .fetch_all(pool)
                 .await
-                .map_err(|e| {
-                    if is_key_race(&e) {
-                        key_taken()
-                    } else {
-                        classify(e)
-                    }
-                })?;
+                .map_err(classify)?;
             fetched
                 .into_iter()
                 .map(|(sequence, seq)| (sequence, LogPosition(seq)))
@@ -138,12 +92,12 @@ pub async fn append(
             );
             builder.push_values(rows, |mut b, row| {
                 b.push_bind(row.aggregate_type)
-                    .push_bind(row.aggregate_id)
+                    .push_bind(row.aggregate_id.as_str())
                     .push_bind(row.sequence)
                     .push_bind(row.event_type.as_str())
                     .push_bind(row.event_version.as_str())
-                    .push_bind(row.payload.to_string())
-                    .push_bind(row.metadata.to_string())
+                    .push_bind(row.payload.as_str())
+                    .push_bind(row.metadata.as_str())
                     .push_bind(row.conversation_id.map(|c| c.to_string()));
             });
             builder.push(" RETURNING sequence, global_position");
@@ -170,7 +124,7 @@ pub async fn append(
                 let written = query.execute(&mut *tx).await.map_err(classify)?;
                 if !key.claimed && written.rows_affected() == 0 {
                     // Dropping the transaction rolls the facts back.
-                    return Err(key_taken());
+                    return Err(AppendError::KeyTaken);
                 }
             }
             tx.commit().await.map_err(classify)?;
@@ -182,20 +136,11 @@ pub async fn append(
     };
     returned.sort_by_key(|(sequence, _)| *sequence);
     if returned.len() != rows.len() {
-        return Err(AggregateError::UnexpectedError(
-            format!("appended {} of {} events", returned.len(), rows.len()).into(),
-        ));
+        return Err(AppendError::Other(format!(
+            "appended {} of {} events",
+            returned.len(),
+            rows.len()
+        )));
     }
     Ok(returned.into_iter().map(|(_, p)| p).collect())
-}
-
-/// Maps a database error onto cqrs-es's error kinds: a taken sequence is a lost race,
-/// a transient failure (connection trouble, an operator ending the session) is the store
-/// being unreachable.
-pub fn classify(e: sqlx::Error) -> AggregateError<DomainError> {
-    match &e {
-        sqlx::Error::Database(db) if db.is_unique_violation() => AggregateError::AggregateConflict,
-        _ if crate::db::is_transient(&e) => AggregateError::DatabaseConnectionError(Box::new(e)),
-        _ => AggregateError::UnexpectedError(Box::new(e)),
-    }
 }

@@ -2,23 +2,20 @@
 //! a writer (one: appends are serialized by the log's order lock) and written by one `INSERT … ON CONFLICT DO NOTHING RETURNING` per
 //! batch — one statement, one transaction, one WAL flush for many commands — instead of
 //! one each. A row the database skipped lost its optimistic-concurrency race (its
-//! sequence is taken): only that command gets `AggregateConflict`; a row skipped because
-//! its unclaimed `Idempotency-Key` already has a record gets `IdempotencyKeyTaken`; the
-//! others succeed.
+//! sequence is taken): only that command gets [`AppendError::Conflict`]; a row skipped
+//! because its unclaimed `Idempotency-Key` already has a record gets
+//! [`AppendError::KeyTaken`]; the others succeed.
 //! Each command is answered only after the batch has committed, so a `201` still means
 //! the fact is durable.
 
 use std::sync::Arc;
 
-use cqrs_es::AggregateError;
 use pm_application::idempotency::IdempotencyKey;
 use pm_application::log::LogPosition;
-use pm_domain::DomainError;
 use sqlx::PgPool;
 use tokio::sync::{mpsc, oneshot, Mutex};
-use uuid::Uuid;
 
-use super::append::{classify, is_key_race, key_taken, NewEvent};
+use super::{is_key_race, AppendError, NewEvent};
 
 /// The batch's rows are inserted unless their sequence is taken or their unclaimed key
 /// already has a row; the key of every written row is written (unclaimed) or completed
@@ -65,37 +62,30 @@ type WrittenRow = (String, String, i64, Option<i64>);
 /// How often a batch is written again after a key row appeared under its snapshot.
 const KEY_RACE_ATTEMPTS: usize = 3;
 
-/// An owned row waiting for its batch.
+/// A row waiting for its batch, with the command's key and the command's reply.
 struct Job {
-    aggregate_type: &'static str,
-    aggregate_id: String,
-    sequence: i64,
-    event_type: String,
-    event_version: String,
-    payload: String,
-    metadata: String,
-    conversation_id: Option<Uuid>,
+    row: NewEvent,
     key: Option<IdempotencyKey>,
-    reply: oneshot::Sender<Result<LogPosition, AggregateError<DomainError>>>,
+    reply: oneshot::Sender<Result<LogPosition, AppendError>>,
 }
 
 impl Job {
     /// Answers the command waiting for this row (one that went away is not an error).
-    fn answer(self, answer: Result<LogPosition, AggregateError<DomainError>>) {
+    fn answer(self, answer: Result<LogPosition, AppendError>) {
         let _ = self.reply.send(answer);
     }
 }
 
 /// The handle commands append through.
 #[derive(Clone)]
-pub struct GroupCommit {
+pub(super) struct GroupCommit {
     jobs: mpsc::Sender<Job>,
 }
 
 impl GroupCommit {
     /// Starts `workers` batch writers on `pool`, each writing at most `max_batch` rows per
     /// statement.
-    pub fn start(pool: PgPool, workers: usize, max_batch: usize) -> Self {
+    pub(super) fn start(pool: PgPool, workers: usize, max_batch: usize) -> Self {
         let (jobs, queue) = mpsc::channel::<Job>(8192);
         let queue = Arc::new(Mutex::new(queue));
         for _ in 0..workers.max(1) {
@@ -108,28 +98,19 @@ impl GroupCommit {
     /// returns its log position once its batch has committed.
     ///
     /// # Errors
-    /// `AggregateConflict` when the sequence is taken, [`key_taken`] when the unclaimed
-    /// key already has a record, otherwise as [`classify`] maps the database error.
-    pub async fn append(
+    /// [`AppendError::Conflict`] when the sequence is taken, [`AppendError::KeyTaken`]
+    /// when the unclaimed key already has a record, otherwise the batch's error.
+    pub(super) async fn append(
         &self,
-        row: &NewEvent<'_>,
-        key: Option<&IdempotencyKey>,
-    ) -> Result<LogPosition, AggregateError<DomainError>> {
+        row: NewEvent,
+        key: Option<IdempotencyKey>,
+    ) -> Result<LogPosition, AppendError> {
         let (reply, answer) = oneshot::channel();
-        let job = Job {
-            aggregate_type: row.aggregate_type,
-            aggregate_id: row.aggregate_id.to_string(),
-            sequence: row.sequence,
-            event_type: row.event_type.clone(),
-            event_version: row.event_version.clone(),
-            payload: row.payload.to_string(),
-            metadata: row.metadata.to_string(),
-            conversation_id: row.conversation_id,
-            key: key.cloned(),
-            reply,
-        };
-        let gone = || AggregateError::DatabaseConnectionError("the append workers stopped".into());
-        self.jobs.send(job).await.map_err(|_| gone())?;
+        let gone = || AppendError::Unavailable("the append workers stopped".into());
+        self.jobs
+            .send(Job { row, key, reply })
+            .await
+            .map_err(|_| gone())?;
         answer.await.map_err(|_| gone())?
     }
 }
@@ -165,7 +146,7 @@ async fn write(pool: &PgPool, jobs: Vec<Job>) {
         _ => true,
     });
     for job in repeats {
-        job.answer(Err(key_taken()));
+        job.answer(Err(AppendError::KeyTaken));
     }
     let mut attempt = 1;
     let result = loop {
@@ -177,31 +158,31 @@ async fn write(pool: &PgPool, jobs: Vec<Job>) {
     match result {
         Ok(rows) => {
             for job in jobs {
+                let row = &job.row;
                 let written = rows.iter().find(|(t, id, seq, _)| {
-                    t == job.aggregate_type && *id == job.aggregate_id && *seq == job.sequence
+                    t == row.aggregate_type && *id == row.aggregate_id && *seq == row.sequence
                 });
                 let answer = match written {
                     Some((_, _, _, Some(position))) => Ok(LogPosition(*position)),
-                    Some((_, _, _, None)) => Err(key_taken()),
-                    None => Err(AggregateError::AggregateConflict),
+                    Some((_, _, _, None)) => Err(AppendError::KeyTaken),
+                    None => Err(AppendError::Conflict),
                 };
                 job.answer(answer);
             }
         }
         Err(e) => {
-            let message = e.to_string();
             // Key rows still colliding after every attempt: nothing was written, and a
             // retry of each command will see the rows that collided — try again, as when
-            // the database is away.
-            let transient = is_key_race(&e)
-                || matches!(classify(e), AggregateError::DatabaseConnectionError(_));
+            // the database is away. (A taken sequence cannot fail the statement: those rows
+            // are skipped.)
+            let error = match AppendError::of(&e) {
+                AppendError::KeyTaken | AppendError::Conflict => {
+                    AppendError::Unavailable(e.to_string())
+                }
+                other => other,
+            };
             for job in jobs {
-                let err = if transient {
-                    AggregateError::DatabaseConnectionError(message.clone().into())
-                } else {
-                    AggregateError::UnexpectedError(message.clone().into())
-                };
-                job.answer(Err(err));
+                job.answer(Err(error.clone()));
             }
         }
     }
@@ -210,27 +191,20 @@ async fn write(pool: &PgPool, jobs: Vec<Job>) {
 /// The batch's one statement.
 async fn statement(pool: &PgPool, jobs: &[Job]) -> Result<Vec<WrittenRow>, sqlx::Error> {
     let keys = || jobs.iter().map(|j| j.key.as_ref());
+    let column = |f: fn(&NewEvent) -> &str| jobs.iter().map(|j| f(&j.row)).collect::<Vec<_>>();
     sqlx::query_as(PG_APPEND_SKIPPING_TAKEN)
-        .bind(jobs.iter().map(|j| j.aggregate_type).collect::<Vec<_>>())
+        .bind(column(|r| r.aggregate_type))
+        .bind(column(|r| &r.aggregate_id))
+        .bind(jobs.iter().map(|j| j.row.sequence).collect::<Vec<_>>())
+        .bind(column(|r| &r.event_type))
+        .bind(column(|r| &r.event_version))
+        .bind(column(|r| &r.payload))
+        .bind(column(|r| &r.metadata))
         .bind(
             jobs.iter()
-                .map(|j| j.aggregate_id.as_str())
+                .map(|j| j.row.conversation_id)
                 .collect::<Vec<_>>(),
         )
-        .bind(jobs.iter().map(|j| j.sequence).collect::<Vec<_>>())
-        .bind(
-            jobs.iter()
-                .map(|j| j.event_type.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            jobs.iter()
-                .map(|j| j.event_version.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(jobs.iter().map(|j| j.payload.as_str()).collect::<Vec<_>>())
-        .bind(jobs.iter().map(|j| j.metadata.as_str()).collect::<Vec<_>>())
-        .bind(jobs.iter().map(|j| j.conversation_id).collect::<Vec<_>>())
         .bind(
             keys()
                 .map(|k| k.map(|k| k.role.as_str()))

@@ -1,0 +1,183 @@
+//! [`Appender`]: the one writer of the `events` table — the global log — on both stores.
+//! Commands' facts, the sagas' runes and operators' controls all append through it (and
+//! workers' reports will), so what an append must do is done in one place:
+//!
+//! - **Order**: every statement that inserts into `events` takes the log's order lock first
+//!   (PostgreSQL: the `BEFORE INSERT … FOR EACH STATEMENT` trigger of migration
+//!   `0003_log_order.sql`, held until the transaction ends), so positions are handed out in
+//!   commit order and a reader following `global_position > cursor` misses nothing.
+//!   SQLite's single writer gives the same order.
+//! - **Derived columns**: `conversation_id` comes with each row ([`NewEvent`]), so
+//!   `?conversation_id=` finds every event of a conversation, task checkpoints and runes
+//!   included.
+//! - **Doorbell**: the appender rings this replica's readers after every committed append
+//!   (the doorbell task relays it to other replicas with `NOTIFY`, outside the append).
+//! - **Typed outcome**: [`AppendError`] says what went wrong — a taken sequence, a taken
+//!   idempotency key, the store away, anything else — instead of a database error.
+//!
+//! Three ways in, one per kind of caller:
+//! - [`Appender::append`] — one command's facts, atomically, with its `Idempotency-Key`'s
+//!   row written or completed in the same statement (PostgreSQL) or transaction (SQLite);
+//!   single facts on PostgreSQL are gathered by [group commit](group_commit).
+//! - [`Appender::append_in`] — rows inside a caller's transaction (a saga write: runes with
+//!   their read rows and the processor's cursor), the cursor moved by the same statement on
+//!   PostgreSQL; the caller rings with [`Appender::ring`] once it has committed.
+
+mod command;
+mod group_commit;
+mod within;
+
+use std::sync::Arc;
+
+use pm_application::idempotency::IdempotencyKey;
+use pm_application::log::LogPosition;
+use tokio::sync::watch;
+use uuid::Uuid;
+
+use crate::db::Tx;
+use crate::Database;
+
+use group_commit::GroupCommit;
+
+/// One row to append, serialized.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewEvent {
+    /// The aggregate type (`Aggregate::TYPE`, or a saga instance's type).
+    pub aggregate_type: &'static str,
+    /// The aggregate id.
+    pub aggregate_id: String,
+    /// The stream sequence (1-based); the primary key makes it the optimistic lock.
+    pub sequence: i64,
+    /// The fact's (or rune's) name.
+    pub event_type: String,
+    /// Its version.
+    pub event_version: String,
+    /// The payload, as JSON text.
+    pub payload: String,
+    /// The metadata, as JSON text.
+    pub metadata: String,
+    /// The conversation the event belongs to.
+    pub conversation_id: Option<Uuid>,
+}
+
+/// Why an append wrote nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AppendError {
+    /// A row's sequence is taken: another writer appended to that stream first.
+    #[error("a stream's sequence is taken")]
+    Conflict,
+    /// The command's unclaimed `Idempotency-Key` already has a row (another request with
+    /// the key ran or runs).
+    #[error("the idempotency key is taken")]
+    KeyTaken,
+    /// The store cannot be reached, or refused for a reason that passes (a retry may
+    /// succeed).
+    #[error("the event store is unavailable: {0}")]
+    Unavailable(String),
+    /// Anything else (a bug, a corrupt row).
+    #[error("the append failed: {0}")]
+    Other(String),
+}
+
+impl AppendError {
+    /// What a database error means to an append.
+    fn of(e: &sqlx::Error) -> Self {
+        match e {
+            sqlx::Error::Database(db) if db.is_unique_violation() => {
+                if db.constraint() == Some("idempotency_keys_pkey") {
+                    Self::KeyTaken
+                } else {
+                    Self::Conflict
+                }
+            }
+            _ if crate::db::is_transient(e) => Self::Unavailable(e.to_string()),
+            _ => Self::Other(e.to_string()),
+        }
+    }
+}
+
+/// Whether `e` is an unclaimed key's row colliding with one committed meanwhile.
+fn is_key_race(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db)
+        if db.is_unique_violation() && db.constraint() == Some("idempotency_keys_pkey"))
+}
+
+struct Inner {
+    db: Database,
+    group_commit: Option<GroupCommit>,
+    doorbell: watch::Sender<u64>,
+}
+
+/// The writer of the log. Cheap to clone; one per replica (its group commit gathers the
+/// replica's single-fact appends).
+#[derive(Clone)]
+pub struct Appender {
+    inner: Arc<Inner>,
+}
+
+impl Appender {
+    /// The appender of `db`, ringing `doorbell` after every append it commits.
+    pub fn new(db: Database, doorbell: watch::Sender<u64>) -> Self {
+        let group_commit = match &db {
+            // Appends are serialized by the log's order lock (one commit at a time), so one
+            // writer is best: while its batch commits, the next one gathers every command
+            // that arrives meanwhile (measured: 1 writer 81–97 % of the raw INSERT rate,
+            // 4 writers 69 %). SQLite has one writer anyway.
+            Database::Postgres(pool) => Some(GroupCommit::start(pool.clone(), 1, 256)),
+            Database::Sqlite(_) => None,
+        };
+        Self {
+            inner: Arc::new(Inner {
+                db,
+                group_commit,
+                doorbell,
+            }),
+        }
+    }
+
+    /// Appends one command's `rows` atomically, with `key`'s row written (or completed,
+    /// when claimed) with them; answers their positions in row order.
+    ///
+    /// # Errors
+    /// [`AppendError`]; nothing is written then.
+    pub async fn append(
+        &self,
+        rows: Vec<NewEvent>,
+        key: Option<&IdempotencyKey>,
+    ) -> Result<Vec<LogPosition>, AppendError> {
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let positions = match (&self.inner.group_commit, rows.len()) {
+            (Some(group), 1) => {
+                let row = rows.into_iter().next().ok_or(AppendError::Conflict)?;
+                vec![group.append(row, key.cloned()).await?]
+            }
+            _ => command::append(&self.inner.db, &rows, key).await?,
+        };
+        self.ring();
+        Ok(positions)
+    }
+
+    /// Appends `rows` in `tx` (the caller commits) and, for a processor's batch, moves
+    /// `cursor` = (processor, position) with them; answers the last row's position.
+    ///
+    /// # Errors
+    /// [`AppendError`]; the transaction must be rolled back then.
+    pub async fn append_in(
+        &self,
+        tx: &mut Tx,
+        rows: &[NewEvent],
+        cursor: Option<(&str, LogPosition)>,
+    ) -> Result<Option<LogPosition>, AppendError> {
+        within::append(tx, rows, cursor)
+            .await
+            .map_err(|e| AppendError::of(&e))
+    }
+
+    /// Tells this replica's log readers that new events may be readable (after a caller's
+    /// transaction with [`Appender::append_in`] committed).
+    pub fn ring(&self) {
+        self.inner.doorbell.send_modify(|n| *n = n.wrapping_add(1));
+    }
+}

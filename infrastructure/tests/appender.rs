@@ -1,0 +1,253 @@
+//! The log's one writer on both stores, where it lives: positions in row and commit order,
+//! a taken sequence or key writes nothing and says which it was, concurrent appends are each
+//! answered once, rows inside a caller's transaction move a cursor with them and vanish with
+//! a rollback, and readers are rung.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use pm_application::idempotency::IdempotencyKey;
+use pm_application::log::LogPosition;
+use pm_infrastructure::append::{AppendError, Appender, NewEvent};
+use pm_infrastructure::db::Args;
+use pm_infrastructure::Database;
+use pm_test_db::{on_both_backends, TestDb};
+use tokio::sync::watch;
+use uuid::Uuid;
+
+async fn appender(db: &TestDb) -> (Appender, Database, watch::Receiver<u64>) {
+    let database = Database::connect(&db.url, 8, Duration::from_secs(5))
+        .await
+        .expect("connect");
+    database.migrate().await.expect("migrate");
+    let (doorbell, rung) = watch::channel(0);
+    (Appender::new(database.clone(), doorbell), database, rung)
+}
+
+fn row(aggregate_id: &str, sequence: i64) -> NewEvent {
+    NewEvent {
+        aggregate_type: "task",
+        aggregate_id: aggregate_id.into(),
+        sequence,
+        event_type: "test.appended".into(),
+        event_version: "1.0".into(),
+        payload: format!(r#"{{"n":{sequence}}}"#),
+        metadata: "{}".into(),
+        conversation_id: Some(Uuid::nil()),
+    }
+}
+
+fn key(key: &str) -> IdempotencyKey {
+    IdempotencyKey {
+        role: "ingress".into(),
+        key: key.into(),
+        request_hash: "hash".into(),
+        claimed: false,
+    }
+}
+
+/// (aggregate id, sequence, position) of every event, in log order.
+async fn log(db: &Database) -> Vec<(String, i64, i64)> {
+    db.fetch_all(
+        "SELECT aggregate_id, sequence, global_position FROM events ORDER BY global_position",
+        Args::new(),
+    )
+    .await
+    .expect("read the log")
+    .iter()
+    .map(|r| {
+        (
+            r.string("aggregate_id").expect("id"),
+            r.int("sequence").expect("sequence"),
+            r.int("global_position").expect("position"),
+        )
+    })
+    .collect()
+}
+
+async fn a_command_s_facts_take_increasing_positions_in_row_order(db: TestDb) {
+    let (appender, database, mut rung) = appender(&db).await;
+    rung.mark_unchanged();
+    let positions = appender
+        .append(vec![row("a", 1), row("a", 2), row("a", 3)], None)
+        .await
+        .expect("appended");
+    assert_eq!(positions.len(), 3);
+    assert!(positions.windows(2).all(|w| w[0] < w[1]), "{positions:?}");
+    assert!(rung.has_changed().expect("doorbell"), "readers were rung");
+    let logged = log(&database).await;
+    let sequences: Vec<i64> = logged.iter().map(|(_, s, _)| *s).collect();
+    assert_eq!(sequences, vec![1, 2, 3]);
+    let stored: Vec<LogPosition> = logged.iter().map(|(_, _, p)| LogPosition(*p)).collect();
+    assert_eq!(stored, positions);
+    let conversation = database
+        .fetch_all(
+            "SELECT count(*) AS n FROM events WHERE conversation_id = $1::uuid",
+            Args::new().uuid(Uuid::nil()),
+        )
+        .await
+        .expect("read")[0]
+        .int("n")
+        .expect("count");
+    assert_eq!(
+        conversation, 3,
+        "the derived conversation column is written"
+    );
+}
+
+async fn a_taken_sequence_is_a_conflict_that_writes_nothing(db: TestDb) {
+    let (appender, database, _rung) = appender(&db).await;
+    appender
+        .append(vec![row("a", 1)], None)
+        .await
+        .expect("first");
+    assert_eq!(
+        appender.append(vec![row("a", 1)], None).await,
+        Err(AppendError::Conflict)
+    );
+    // A command of two facts, the second taken: neither is written.
+    appender
+        .append(vec![row("b", 2)], None)
+        .await
+        .expect("b's second");
+    assert_eq!(
+        appender.append(vec![row("b", 1), row("b", 2)], None).await,
+        Err(AppendError::Conflict)
+    );
+    let ids: Vec<(String, i64)> = log(&database)
+        .await
+        .into_iter()
+        .map(|(a, s, _)| (a, s))
+        .collect();
+    assert_eq!(ids, vec![("a".into(), 1), ("b".into(), 2)]);
+}
+
+async fn a_key_is_written_with_its_fact_and_a_taken_key_writes_nothing(db: TestDb) {
+    let (appender, database, _rung) = appender(&db).await;
+    let k = key("k-1");
+    let first = appender
+        .append(vec![row("a", 1)], Some(&k))
+        .await
+        .expect("first");
+    let stored = database
+        .fetch_optional(
+            "SELECT status::bigint AS status, position FROM idempotency_keys WHERE role = $1 AND key = $2",
+            Args::new().text("ingress").text("k-1"),
+        )
+        .await
+        .expect("read")
+        .expect("the key's row is written with the fact");
+    assert_eq!(stored.int("status").expect("status"), 201);
+    assert_eq!(
+        stored.string("position").expect("position"),
+        first[0].to_string()
+    );
+
+    for rows in [vec![row("b", 1)], vec![row("c", 1), row("c", 2)]] {
+        assert_eq!(
+            appender.append(rows, Some(&k)).await,
+            Err(AppendError::KeyTaken)
+        );
+    }
+    assert_eq!(
+        log(&database).await.len(),
+        1,
+        "nothing written under a taken key"
+    );
+}
+
+async fn concurrent_appends_are_each_answered_once(db: TestDb) {
+    let (appender, database, _rung) = appender(&db).await;
+    let tasks: Vec<_> = (0..64)
+        .map(|i| {
+            let appender = appender.clone();
+            // Every fourth one races for the same stream's first sequence.
+            let id = if i % 4 == 0 {
+                "shared".to_string()
+            } else {
+                format!("own-{i}")
+            };
+            tokio::spawn(async move { appender.append(vec![row(&id, 1)], None).await })
+        })
+        .collect();
+    let mut positions = BTreeSet::new();
+    let mut conflicts = 0;
+    for task in tasks {
+        match task.await.expect("joined") {
+            Ok(p) => assert!(positions.insert(p[0]), "a position answered twice"),
+            Err(AppendError::Conflict) => conflicts += 1,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!((positions.len(), conflicts), (49, 15));
+    let logged: BTreeSet<LogPosition> = log(&database)
+        .await
+        .into_iter()
+        .map(|(_, _, p)| LogPosition(p))
+        .collect();
+    assert_eq!(
+        logged, positions,
+        "every answered position is in the log, nothing else"
+    );
+}
+
+async fn rows_in_a_transaction_move_a_cursor_with_them_or_vanish(db: TestDb) {
+    let (appender, database, _rung) = appender(&db).await;
+    database
+        .execute(
+            "INSERT INTO processors (name) VALUES ($1)",
+            Args::new().text("test"),
+        )
+        .await
+        .expect("a processor");
+    let cursor = || async {
+        database
+            .fetch_optional(
+                "SELECT cursor_seq FROM processors WHERE name = $1",
+                Args::new().text("test"),
+            )
+            .await
+            .expect("read")
+            .expect("row")
+            .int("cursor_seq")
+            .expect("cursor")
+    };
+
+    let mut tx = database.begin().await.expect("begin");
+    let last = appender
+        .append_in(
+            &mut tx,
+            &[row("a", 1), row("a", 2)],
+            Some(("test", LogPosition(7))),
+        )
+        .await
+        .expect("appended")
+        .expect("a position");
+    tx.commit().await.expect("commit");
+    assert_eq!(cursor().await, 7);
+    assert_eq!(
+        log(&database).await.last().map(|(_, _, p)| LogPosition(*p)),
+        Some(last)
+    );
+
+    let mut tx = database.begin().await.expect("begin");
+    appender
+        .append_in(&mut tx, &[row("a", 3)], Some(("test", LogPosition(9))))
+        .await
+        .expect("appended");
+    drop(tx);
+    assert_eq!(cursor().await, 7, "a rolled back append moves nothing");
+    assert_eq!(log(&database).await.len(), 2);
+
+    let mut tx = database.begin().await.expect("begin");
+    let taken = appender.append_in(&mut tx, &[row("a", 2)], None).await;
+    assert_eq!(taken, Err(AppendError::Conflict));
+}
+
+on_both_backends!(
+    a_command_s_facts_take_increasing_positions_in_row_order,
+    a_taken_sequence_is_a_conflict_that_writes_nothing,
+    a_key_is_written_with_its_fact_and_a_taken_key_writes_nothing,
+    concurrent_appends_are_each_answered_once,
+    rows_in_a_transaction_move_a_cursor_with_them_or_vanish,
+);
