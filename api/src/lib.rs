@@ -11,6 +11,7 @@ pub mod cli;
 pub mod config;
 pub mod error;
 pub mod extract;
+#[cfg(feature = "failpoints")]
 pub mod failpoint;
 pub mod logging;
 pub mod metrics;

@@ -42,13 +42,25 @@ fn guarded(
         Access::Open => route,
         Access::Read => route.layer(layer(READERS)),
         Access::Admin => route.layer(layer(&[])),
-        Access::Command(roles) => route
+        Access::Command(roles) => with_failpoints(route)
             .layer(middleware::from_fn_with_state(
                 state.clone(),
                 idempotency::idempotency,
             ))
             .layer(layer(roles)),
     }
+}
+
+/// The fault tests' crash hooks around a command's handler ([`crate::failpoint`]).
+#[cfg(feature = "failpoints")]
+fn with_failpoints(route: MethodRouter<AppState>) -> MethodRouter<AppState> {
+    route.layer(middleware::from_fn(crate::failpoint::layer))
+}
+
+/// Without the `failpoints` feature: the handler as it is.
+#[cfg(not(feature = "failpoints"))]
+fn with_failpoints(route: MethodRouter<AppState>) -> MethodRouter<AppState> {
+    route
 }
 
 /// The whole application router, built from [`table::endpoints`].

@@ -94,7 +94,6 @@ pub fn fact_answer(fact: &Fact) -> (String, String) {
 /// `201 Created` with the entity, `Location` and `X-Event-Position`; `200 OK` with the
 /// existing entity for an identical repeat.
 fn answer<T: Serialize + Located>(outcome: Outcome<T>) -> Response {
-    crate::failpoint::hit("abort_after_append");
     let location = HeaderValue::from_str(&outcome.entity().location()).ok();
     let (status, position, entity) = match outcome {
         Outcome::Created { entity, position } => (StatusCode::CREATED, Some(position), entity),
@@ -120,7 +119,6 @@ pub async fn register_actor(
     Ctx(ctx): Ctx,
     JsonBody(input): JsonBody<RegisterActorInput>,
 ) -> Result<Response, ApiError> {
-    crate::failpoint::hit("abort_before_append");
     Ok(answer(state.commands.register_actor(input, &ctx).await?))
 }
 
@@ -134,7 +132,6 @@ pub async fn start_conversation(
     Ctx(ctx): Ctx,
     JsonBody(input): JsonBody<StartConversationInput>,
 ) -> Result<Response, ApiError> {
-    crate::failpoint::hit("abort_before_append");
     Ok(answer(
         state.commands.start_conversation(input, &ctx).await?,
     ))
@@ -152,7 +149,6 @@ pub async fn create_conversation_checkpoint(
     JsonBody(input): JsonBody<CreateConversationCheckpointInput>,
 ) -> Result<Response, ApiError> {
     let conversation_id = path_uuid(&id, "conversation_not_found", "conversation")?;
-    crate::failpoint::hit("abort_before_append");
     let outcome = state
         .commands
         .create_conversation_checkpoint(conversation_id, input, &ctx)
@@ -174,7 +170,6 @@ pub async fn create_task(
     JsonBody(input): JsonBody<CreateTaskInput>,
 ) -> Result<Response, ApiError> {
     let conversation_id = path_uuid(&id, "conversation_not_found", "conversation")?;
-    crate::failpoint::hit("abort_before_append");
     let outcome = state
         .commands
         .create_task(conversation_id, input, &ctx)
@@ -194,7 +189,6 @@ pub async fn create_task_checkpoint(
     JsonBody(input): JsonBody<CreateTaskCheckpointInput>,
 ) -> Result<Response, ApiError> {
     let task_id = path_uuid(&id, "task_not_found", "task")?;
-    crate::failpoint::hit("abort_before_append");
     let outcome = state
         .commands
         .create_task_checkpoint(task_id, input, &ctx)
@@ -216,7 +210,6 @@ pub async fn add_message(
     JsonBody(input): JsonBody<AddMessageInput>,
 ) -> Result<Response, ApiError> {
     let conversation_id = path_uuid(&id, "conversation_not_found", "conversation")?;
-    crate::failpoint::hit("abort_before_append");
     let outcome = state
         .commands
         .add_message(conversation_id, input, &ctx)
