@@ -98,8 +98,8 @@ pub struct Config {
     /// Memory for the in-process caches, in MiB: half for aggregates (state and lock per
     /// aggregate, for commands), an eighth for known entity ids (existence checks), an
     /// eighth for actors' kinds (the sagas'), a quarter for conversations' saga machines.
-    /// Sized by per-entry estimates (see [`Caches`]). The sagas' caches drop their least
-    /// recently used entries when full; the aggregates' and entities' start over.
+    /// Sized by per-entry estimates (see [`Caches`]). A full cache drops its least recently
+    /// used entries (never one in use), never everything at once.
     #[arg(long, env = "PM_CACHE_MB", default_value_t = 64,
           value_parser = clap::value_parser!(u64).range(1..=65_536))]
     pub cache_mb: u64,

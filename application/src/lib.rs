@@ -28,6 +28,7 @@ pub mod processor;
 pub mod queries;
 pub mod read_model;
 pub mod sagas;
+pub mod slots;
 pub mod views;
 
 pub use error::AppError;

@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use cqrs_es::Aggregate;
-use dashmap::DashMap;
 use pm_application::fact::Fact;
 use pm_domain::actor::Actor;
 use pm_domain::checkpoint::ConversationCheckpoint;
@@ -25,29 +24,25 @@ use crate::Database;
 /// from its own commits) and the lookup.
 #[derive(Debug)]
 pub struct KnownEntities {
-    map: DashMap<(&'static str, Uuid), Entity>,
-    capacity: usize,
+    map: quick_cache::sync::Cache<(&'static str, Uuid), Entity>,
 }
 
 impl KnownEntities {
-    /// Remembers at most `capacity` entities.
+    /// Remembers at most `capacity` entities (at least 16); past it the least recently
+    /// used are forgotten.
     pub fn new(capacity: usize) -> Self {
         Self {
-            map: DashMap::new(),
-            capacity,
+            map: quick_cache::sync::Cache::new(capacity.max(16)),
         }
     }
 
     /// Learns that entity `id` exists.
     pub fn learn(&self, id: Uuid, entity: Entity) {
-        if self.map.len() >= self.capacity {
-            self.map.clear();
-        }
         self.map.insert((entity.aggregate_type(), id), entity);
     }
 
     fn get(&self, aggregate_type: &'static str, id: Uuid) -> Option<Entity> {
-        self.map.get(&(aggregate_type, id)).map(|k| *k)
+        self.map.get(&(aggregate_type, id))
     }
 }
 

@@ -14,7 +14,8 @@
 //!   aggregate; races only remain between replicas, where the primary key decides.
 //! - **Recently used aggregates stay in memory** (the slot), valid because every write to
 //!   the aggregate through this process updates it and a write by another replica makes
-//!   our next append conflict, which clears the slot.
+//!   our next append conflict, which clears the slot. The slots are a bounded cache
+//!   ([`Slots`]) that drops the least recently used idle ones when full.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -24,14 +25,13 @@ use cqrs_es::persist::{PersistedEventRepository, SerializedEvent};
 use cqrs_es::{
     Aggregate, AggregateContext, AggregateError, DomainEvent, EventEnvelope, EventStore,
 };
-use dashmap::DashMap;
 use pm_application::bus::{AggregateStore, EventMetadata, Load};
 use pm_application::idempotency::{IdempotencyKey, IdempotencyKeyTaken};
 use pm_application::log::LogPosition;
+use pm_application::slots::{Held, Slots};
 use pm_domain::{DomainError, PmAggregate};
 use postgres_es::PostgresEventRepository;
 use sqlite_es::SqliteEventRepository;
-use tokio::sync::{Mutex, OwnedMutexGuard};
 use uuid::Uuid;
 
 use crate::append::{AppendError, Appender, NewEvent};
@@ -56,7 +56,7 @@ pub struct PmContext<A> {
     aggregate_id: String,
     aggregate: A,
     version: usize,
-    slot: OwnedMutexGuard<Slot>,
+    slot: Held<Slot>,
 }
 
 impl<A: Aggregate> AggregateContext<A> for PmContext<A> {
@@ -73,8 +73,7 @@ enum Repository {
 struct Inner {
     appender: Appender,
     repository: Repository,
-    slots: DashMap<(&'static str, String), Arc<Mutex<Slot>>>,
-    slot_capacity: usize,
+    slots: Slots<(&'static str, String), Slot>,
     known: Arc<KnownEntities>,
 }
 
@@ -86,7 +85,7 @@ pub struct PmStore {
 
 impl PmStore {
     /// A store over `db` that appends through `appender`, keeps at most about
-    /// `slot_capacity` idle aggregates in memory, and tells `known` about every created
+    /// `slot_capacity` aggregates in memory (least recently used dropped first), and tells `known` about every created
     /// entity.
     pub fn new(
         db: &Database,
@@ -104,24 +103,17 @@ impl PmStore {
             inner: Arc::new(Inner {
                 appender,
                 repository,
-                slots: DashMap::new(),
-                slot_capacity: slot_capacity.max(16),
+                slots: Slots::new(slot_capacity),
                 known,
             }),
         }
     }
 
-    async fn lock_slot<A: PmAggregate>(&self, aggregate_id: &str) -> OwnedMutexGuard<Slot> {
-        let slots = &self.inner.slots;
-        if slots.len() > self.inner.slot_capacity {
-            // Forget idle aggregates (nobody holds their slot).
-            slots.retain(|_, slot| Arc::strong_count(slot) > 1);
-        }
-        let slot = slots
-            .entry((A::TYPE, aggregate_id.to_string()))
-            .or_default()
-            .clone();
-        slot.lock_owned().await
+    async fn lock_slot<A: PmAggregate>(&self, aggregate_id: &str) -> Held<Slot> {
+        self.inner
+            .slots
+            .hold(&(A::TYPE, aggregate_id.to_string()))
+            .await
     }
 
     async fn read_events<A: PmAggregate>(

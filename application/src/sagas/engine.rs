@@ -137,7 +137,7 @@ impl<S: SagaStore> SagaEngine<S> {
             .filter(|p| matches!(p.fact, Fact::ConversationStarted(_)))
             .map(|p| p.conversation)
             .collect();
-        let mut held = self.slots.hold(&conversations).await;
+        let mut held = self.slots.hold_all(&conversations).await;
         for attempt in 1..=ATTEMPTS {
             let fresh = if attempt == 1 {
                 &started
@@ -303,7 +303,7 @@ impl<S: SagaStore> SagaEngine<S> {
         deadlines: Vec<Deadline>,
         now: DateTime<Utc>,
     ) -> Result<usize, AppError> {
-        let mut held = self.slots.hold(&BTreeSet::from([conversation])).await;
+        let mut held = self.slots.hold_all(&BTreeSet::from([conversation])).await;
         self.load(&mut held, &BTreeSet::new()).await?;
         let mut write = SagaWrite::default();
         for deadline in &deadlines {
@@ -368,7 +368,7 @@ impl<S: SagaStore> SagaEngine<S> {
             role: SAGA_ROLE.into(),
             recorded_at: now,
         };
-        let mut held = self.slots.hold(&BTreeSet::from([conversation])).await;
+        let mut held = self.slots.hold_all(&BTreeSet::from([conversation])).await;
         for attempt in 1..=ATTEMPTS {
             self.load(&mut held, &BTreeSet::new()).await?;
             let mut write = SagaWrite::default();
@@ -403,7 +403,7 @@ impl<S: SagaStore> SagaEngine<S> {
                 None => return Ok(Err(ControlError::AgentNotFound)),
             },
         };
-        let mut held = self.slots.hold(&BTreeSet::from([conversation])).await;
+        let mut held = self.slots.hold_all(&BTreeSet::from([conversation])).await;
         for attempt in 1..=ATTEMPTS {
             self.load(&mut held, &BTreeSet::new()).await?;
             let now = self.clock.now();
