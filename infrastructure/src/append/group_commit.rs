@@ -148,6 +148,21 @@ async fn write(pool: &PgPool, jobs: Vec<Job>) {
     for job in repeats {
         job.answer(Err(AppendError::KeyTaken));
     }
+    // Two rows for one stream's sequence cannot both be written, and the statement's result
+    // names the row written, not which job's it was: the second is a lost race, as if the
+    // first had committed before it. (One replica's commands on one aggregate take turns, so
+    // this only happens between writers that do not.)
+    let mut seen = std::collections::HashSet::new();
+    let (jobs, raced): (Vec<Job>, Vec<Job>) = jobs.into_iter().partition(|job| {
+        seen.insert((
+            job.row.aggregate_type,
+            job.row.aggregate_id.clone(),
+            job.row.sequence,
+        ))
+    });
+    for job in raced {
+        job.answer(Err(AppendError::Conflict));
+    }
     let mut attempt = 1;
     let result = loop {
         match statement(pool, &jobs).await {

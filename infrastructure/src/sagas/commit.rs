@@ -15,7 +15,7 @@ use chrono::{DateTime, Utc};
 use pm_application::log::LogPosition;
 use pm_application::sagas::{CommitError, Committed, NewRune, SagaWrite, SAGAS};
 use pm_application::AppError;
-use pm_domain::saga::{ConversationState, Deadline, DeadlineOp, Instance};
+use pm_domain::saga::{AgentRune, ConversationState, Deadline, DeadlineOp, Instance, Rune};
 use pm_domain::EVENT_VERSION;
 use uuid::Uuid;
 
@@ -71,6 +71,7 @@ pub async fn commit(
     deadlines(&mut tx, write).await.map_err(sql_error)?;
     sessions(&mut tx, write).await.map_err(sql_error)?;
     agents(&mut tx, write).await.map_err(sql_error)?;
+    inbox(&mut tx, write).await.map_err(sql_error)?;
     turns(&mut tx, write).await.map_err(sql_error)?;
     anomalies(&mut tx, write).await.map_err(sql_error)?;
     let runes: Vec<NewEvent> = write.runes.iter().map(rune).collect();
@@ -329,7 +330,7 @@ async fn agents(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
     insert(
         tx,
         "INSERT INTO saga_agents (id, conversation_id, actor_id, role, state, turn_epoch, \
-         active_turn_id, queued_turn_ids, created_at, updated_at)",
+         active_turn_id, created_at, updated_at)",
         &[
             "::uuid",
             "::uuid",
@@ -338,13 +339,11 @@ async fn agents(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
             "",
             "",
             "::uuid",
-            "",
             "::timestamptz",
             "::timestamptz",
         ],
         "ON CONFLICT (id) DO UPDATE SET state = excluded.state, turn_epoch = excluded.turn_epoch, \
-         active_turn_id = excluded.active_turn_id, queued_turn_ids = excluded.queued_turn_ids, \
-         updated_at = excluded.updated_at",
+         active_turn_id = excluded.active_turn_id, updated_at = excluded.updated_at",
         &rows,
         |args, (a, at)| {
             args.uuid(a.id)
@@ -354,7 +353,6 @@ async fn agents(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
                 .text(a.state.as_str())
                 .int(a.turn_epoch)
                 .opt_uuid(a.active_turn_id)
-                .text(json(&a.queued_turn_ids))
                 .time(at)
                 .time(at)
         },
@@ -402,6 +400,81 @@ async fn turns(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
                 .opt_text(t.deliverable_reason.clone())
                 .time(at)
                 .time(at)
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+/// What the write's agent runes do to the inboxes: a turn enqueued is a row, a turn
+/// dispatched is no row, an agent terminated has none. The runes are netted in order (a turn
+/// enqueued and dispatched in one write leaves nothing), then written as at most three
+/// statements: the terminated agents' rows deleted, the dispatched turns' rows deleted, the
+/// enqueued turns' rows inserted.
+async fn inbox(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
+    let mut cleared: Vec<Uuid> = Vec::new();
+    let mut dispatched: Vec<(Uuid, Uuid)> = Vec::new();
+    let mut enqueued: Vec<(Uuid, Uuid, Uuid, i64)> = Vec::new();
+    for r in &write.runes {
+        let (Instance::Agent(agent), Rune::Agent(rune)) = (&r.recorded.instance, &r.recorded.rune)
+        else {
+            continue;
+        };
+        match rune {
+            AgentRune::TurnEnqueued(e) => {
+                enqueued.push((*agent, e.turn_id, r.conversation_id, r.sequence));
+            }
+            AgentRune::TurnDispatched(d) => {
+                let before = enqueued.len();
+                enqueued.retain(|(a, t, _, _)| !(a == agent && *t == d.turn_id));
+                if enqueued.len() == before {
+                    dispatched.push((*agent, d.turn_id));
+                }
+            }
+            AgentRune::Terminated(_) => {
+                enqueued.retain(|(a, _, _, _)| a != agent);
+                dispatched.retain(|(a, _)| a != agent);
+                cleared.push(*agent);
+            }
+            _ => {}
+        }
+    }
+    for (rows, filter) in [
+        (
+            cleared.iter().map(|a| (*a, None)).collect::<Vec<_>>(),
+            "v.agent_id = i.agent_id",
+        ),
+        (
+            dispatched.iter().map(|(a, t)| (*a, Some(*t))).collect(),
+            "v.agent_id = i.agent_id AND v.turn_id = i.turn_id",
+        ),
+    ] {
+        for chunk in rows.chunks(CHUNK) {
+            let args = chunk
+                .iter()
+                .fold(Args::with_capacity(chunk.len() * 2), |args, (a, t)| {
+                    args.uuid(*a).opt_uuid(*t)
+                });
+            tx.fetch_rows(&["::uuid", "::uuid"], chunk.len(), args, |source| {
+                format!(
+                    "WITH v (agent_id, turn_id) AS ({source}) \
+                     DELETE FROM saga_agent_inbox AS i WHERE EXISTS (SELECT 1 FROM v WHERE {filter})"
+                )
+            })
+            .await?;
+        }
+    }
+    insert(
+        tx,
+        "INSERT INTO saga_agent_inbox (agent_id, turn_id, conversation_id, position)",
+        &["::uuid", "::uuid", "::uuid", ""],
+        "ON CONFLICT (agent_id, turn_id) DO NOTHING",
+        &enqueued,
+        |args, (agent, turn, conversation, position)| {
+            args.uuid(*agent)
+                .uuid(*turn)
+                .uuid(*conversation)
+                .int(*position)
         },
     )
     .await?;

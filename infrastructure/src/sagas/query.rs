@@ -215,7 +215,8 @@ impl SagaReadStore for SagaReads {
         page: &PageRequest,
     ) -> Result<Page<AgentView>, AppError> {
         let query = ListQuery {
-            table: "saga_agents",
+            // The view: its `queued_turn_ids` is the agent's inbox rows.
+            table: "agents",
             columns: AGENT_COLUMNS,
             filters: vec![
                 ("conversation_id", text(filter.conversation_id), "::uuid"),
@@ -233,7 +234,7 @@ impl SagaReadStore for SagaReads {
     }
 
     async fn agent(&self, id: Uuid) -> Result<Option<AgentView>, AppError> {
-        let sql = format!("SELECT {AGENT_COLUMNS} FROM saga_agents WHERE id = $1::uuid");
+        let sql = format!("SELECT {AGENT_COLUMNS} FROM agents WHERE id = $1::uuid");
         self.one(&sql, id, agent).await
     }
 
