@@ -7,8 +7,10 @@
 //!   on SQLite an exclusive lock on a file beside the database), so another replica takes
 //!   over within one [`RunnerOptions::ownership_check`]. The handler also moves the cursor
 //!   with compare-and-set, so even two owners at once could not apply an event twice.
-//! - **Poison events are parked**: when an event keeps failing, the events before it are
-//!   applied, it is recorded with its error and skipped, and the processor goes on.
+//! - **Poison events are parked**: when a batch fails for a reason retrying will not fix,
+//!   [`isolate`] finds the culprit (split around the event the handler names, or bisected
+//!   when it cannot name one); the events before it are applied, it is recorded with its
+//!   error and skipped, and the processor goes on.
 //! - **Transient errors are retried** with exponential backoff.
 //! - **Status** (cursor, lag, parked count) is published on a watch channel and as
 //!   metrics (`pm_processor_lag_events`, `pm_processor_events_total`,
@@ -24,6 +26,10 @@ use tokio_util::sync::CancellationToken;
 use crate::log::{EventFilter, LogPosition, LogReader, LoggedEvent};
 use crate::AppError;
 
+pub mod isolate;
+
+use isolate::{apply_isolating, Failure, Isolation};
+
 /// Why a batch did not apply. The transaction was rolled back in every case.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BatchError {
@@ -35,6 +41,11 @@ pub enum BatchError {
         /// Why.
         reason: String,
     },
+    /// The batch cannot be applied as a whole and retrying will not help, but the handler
+    /// cannot tell which event is at fault (a multi-row statement failed): the runner
+    /// bisects the batch to find the culprit and park it.
+    #[error("the batch cannot be applied: {0}")]
+    Rejected(String),
     /// The database is unavailable or the transaction lost a race: retry later.
     #[error("transient: {0}")]
     Transient(String),
@@ -263,8 +274,9 @@ impl<H: BatchHandler, S: ProcessorStore, L: LogReader> ProcessorRunner<H, S, L> 
         }
     }
 
-    /// Applies a batch; on a poison event applies the events before it, parks it, and
-    /// returns the cursor after it (the rest of the batch is read again next round).
+    /// Applies a batch; a poison event in it is isolated ([`isolate`]): the events before
+    /// it are applied, it is parked, and the events after it are applied in turn. Returns
+    /// the cursor after the batch.
     #[tracing::instrument(name = "batch", skip_all, fields(from = %from, events = events.len()))]
     async fn apply(
         &self,
@@ -272,27 +284,14 @@ impl<H: BatchHandler, S: ProcessorStore, L: LogReader> ProcessorRunner<H, S, L> 
         from: LogPosition,
         events: &[LoggedEvent],
     ) -> Result<LogPosition, BatchError> {
-        match self.handler.apply(from, events).await {
-            Ok(next) => {
-                metrics::counter!("pm_processor_events_total", "processor" => name.to_string())
-                    .increment(events.len() as u64);
-                Ok(next)
-            }
-            Err(BatchError::Poison { index, reason }) => {
-                let mut at = from;
-                if index > 0 {
-                    at = Box::pin(self.apply(name, from, &events[..index])).await?;
-                }
-                let poison = &events[index];
-                tracing::error!(processor = name, position = %poison.position, event_type = %poison.event_type, %reason, "parking a poison event");
-                let next = self.handler.park(at, poison, &reason).await?;
-                metrics::counter!("pm_processor_parked_total", "processor" => name.to_string())
-                    .increment(1);
-                self.status.send_modify(|s| s.parked += 1);
-                Ok(next)
-            }
-            Err(e) => Err(e),
-        }
+        let mut target = Isolating {
+            handler: &*self.handler,
+            status: &self.status,
+            name,
+            at: from,
+        };
+        apply_isolating(&mut target, events).await?;
+        Ok(target.at)
     }
 
     async fn report_lag(&self, name: &str, cursor: LogPosition) {
@@ -336,6 +335,42 @@ impl<H: BatchHandler, S: ProcessorStore, L: LogReader> ProcessorRunner<H, S, L> 
             _ = doorbell.changed() => {}
             _ = tokio::time::sleep(wait) => {}
         }
+    }
+}
+
+/// The runner's side of [`isolate`]: runs go through the handler from the cursor reached
+/// so far; a culprit is parked and counted.
+struct Isolating<'r, H> {
+    handler: &'r H,
+    status: &'r watch::Sender<ProcessorStatus>,
+    name: &'r str,
+    at: LogPosition,
+}
+
+impl<H: BatchHandler> Isolation for Isolating<'_, H> {
+    type Error = BatchError;
+
+    async fn apply(&mut self, events: &[LoggedEvent]) -> Result<(), Failure<BatchError>> {
+        match self.handler.apply(self.at, events).await {
+            Ok(next) => {
+                self.at = next;
+                metrics::counter!("pm_processor_events_total", "processor" => self.name.to_string())
+                    .increment(events.len() as u64);
+                Ok(())
+            }
+            Err(BatchError::Poison { index, reason }) => Err(Failure::Poison { index, reason }),
+            Err(BatchError::Rejected(reason)) => Err(Failure::Rejected(reason)),
+            Err(e) => Err(Failure::Stop(e)),
+        }
+    }
+
+    async fn set_aside(&mut self, event: &LoggedEvent, reason: &str) -> Result<(), BatchError> {
+        tracing::error!(processor = self.name, position = %event.position, event_type = %event.event_type, %reason, "parking a poison event");
+        self.at = self.handler.park(self.at, event, reason).await?;
+        metrics::counter!("pm_processor_parked_total", "processor" => self.name.to_string())
+            .increment(1);
+        self.status.send_modify(|s| s.parked += 1);
+        Ok(())
     }
 }
 

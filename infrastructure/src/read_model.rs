@@ -9,11 +9,11 @@
 
 mod batch;
 mod error;
-mod facts;
 mod projection;
 pub mod query;
 pub mod rebuild;
 pub mod schema;
+mod skipping;
 
 pub use projection::ReadModelProjection;
 

@@ -92,6 +92,8 @@ struct World {
     applied: Vec<i64>,
     parked: Vec<i64>,
     poison: HashSet<i64>,
+    /// Whether the handler rejects a batch holding poison without naming the event.
+    anonymous: bool,
     script: VecDeque<Next>,
 }
 
@@ -135,7 +137,11 @@ impl BatchHandler for Shared {
             if w.cursor != from {
                 return Err(BatchError::CursorMoved);
             }
-            if let Some(index) = events.iter().position(|e| w.poison.contains(&e.position.0)) {
+            let culprit = events.iter().position(|e| w.poison.contains(&e.position.0));
+            if culprit.is_some() && w.anonymous {
+                return Err(BatchError::Rejected("a statement failed".into()));
+            }
+            if let Some(index) = culprit {
                 return Err(BatchError::Poison {
                     index,
                     reason: "unreadable".into(),
@@ -311,6 +317,21 @@ async fn given_a_poison_event_then_it_is_parked_and_the_others_are_applied() {
     assert_eq!(shared.with(|w| w.applied.clone()), vec![1, 3, 4, 5]);
     assert_eq!(shared.with(|w| w.parked.clone()), vec![2]);
     assert_eq!(status.parked, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn given_a_rejected_batch_then_it_is_bisected_and_only_the_poison_events_parked() {
+    let shared = Shared::default();
+    shared.with(|w| {
+        w.lease = true;
+        w.anonymous = true;
+        w.poison.extend([2, 5]);
+    });
+    let log = FakeLog::with(7);
+    let status = run_until(&shared, &log, |w| w.cursor.0 == 7).await;
+    assert_eq!(shared.with(|w| w.applied.clone()), vec![1, 3, 4, 6, 7]);
+    assert_eq!(shared.with(|w| w.parked.clone()), vec![2, 5]);
+    assert_eq!(status.parked, 2);
 }
 
 #[tokio::test(start_paused = true)]

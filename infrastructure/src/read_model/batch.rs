@@ -1,9 +1,10 @@
-//! The projection's fast path: the planner ([`pm_application::read_model::plan`]) turns a
-//! batch into rows and summed deltas, and these functions write them with one multi-row
+//! The read model's one applier: the planner ([`pm_application::read_model::plan`]) turns
+//! a batch into rows and summed deltas, and these functions write them with one multi-row
 //! `INSERT` per table and one multi-row `UPDATE` for the touched tasks and one for the
-//! touched conversations — instead of two or three statements per event. When the batch fails for a reason that is not
-//! transient, the caller replays it event by event ([`super::facts`]) to find and park the
-//! poison event.
+//! touched conversations — instead of two or three statements per event. The live
+//! projection and the rebuild both apply facts only this way; a batch that fails for a
+//! reason that is not transient is split by the poison isolation
+//! ([`pm_application::processor::isolate`]) until the culprit is alone.
 
 use std::collections::HashMap;
 
@@ -19,7 +20,6 @@ use pm_domain::types::TaskStatus;
 use uuid::Uuid;
 
 use super::error::ApplyError;
-use super::facts::actor_ids_json;
 use super::schema::{status_column, table};
 use crate::db::{values, Args, Tx};
 
@@ -29,28 +29,43 @@ const UUID: &str = "::uuid";
 const LOG_TXID: i64 = 0;
 const TS: &str = "::timestamptz";
 
-fn unreadable(e: impl std::fmt::Display) -> ApplyError {
-    ApplyError::Poison(0, e.to_string())
-}
-
-/// Applies `events` to generation `g` in the caller's transaction.
+/// Applies `events` to generation `g` in the caller's transaction (the caller rolls it, or
+/// its savepoint, back on an error).
+///
+/// # Errors
+/// [`ApplyError::Rejected`] when the batch cannot be applied and retrying will not help
+/// (an unreadable fact, a checkpoint of a task the read model lacks, a failed statement
+/// whose error is not transient); [`ApplyError::Sql`] for a transient one.
 pub(crate) async fn apply_batch(
     tx: &mut Tx,
     g: i64,
     events: &[LoggedEvent],
 ) -> Result<(), ApplyError> {
-    let facts = plan::read(events).map_err(unreadable)?;
-    let preloaded = load_tasks(tx, g, &plan::earlier_tasks(&facts)).await?;
-    let plan = plan::plan(&facts, preloaded).map_err(unreadable)?;
-    insert_actors(tx, g, &plan.actors).await?;
-    insert_conversations(tx, g, &plan.started).await?;
-    insert_members(tx, g, &plan.members).await?;
-    insert_checkpoints(tx, g, &plan.checkpoints).await?;
-    insert_tasks(tx, g, &plan).await?;
-    insert_task_checkpoints(tx, g, &plan.task_checkpoints).await?;
-    insert_messages(tx, g, &plan.messages).await?;
-    update_tasks(tx, g, &plan).await?;
-    update_conversations(tx, g, &plan.conversations).await
+    let rejected = |e: plan::Unplannable| ApplyError::Rejected(e.0);
+    let facts = plan::read(events).map_err(rejected)?;
+    let written = async {
+        let preloaded = load_tasks(tx, g, &plan::earlier_tasks(&facts)).await?;
+        let plan = plan::plan(&facts, preloaded).map_err(rejected)?;
+        insert_actors(tx, g, &plan.actors).await?;
+        insert_conversations(tx, g, &plan.started).await?;
+        insert_members(tx, g, &plan.members).await?;
+        insert_checkpoints(tx, g, &plan.checkpoints).await?;
+        insert_tasks(tx, g, &plan).await?;
+        insert_task_checkpoints(tx, g, &plan.task_checkpoints).await?;
+        insert_messages(tx, g, &plan.messages).await?;
+        update_tasks(tx, g, &plan).await?;
+        update_conversations(tx, g, &plan.conversations).await
+    };
+    written.await.map_err(|e| match e {
+        ApplyError::Sql(e) => ApplyError::of_statement(e),
+        other => other,
+    })
+}
+
+/// The `actor_ids` column: the ids as a JSON array.
+fn actor_ids_json(ids: &[Uuid]) -> String {
+    let quoted: Vec<String> = ids.iter().map(|id| format!("\"{id}\"")).collect();
+    format!("[{}]", quoted.join(","))
 }
 
 /// One multi-row `INSERT`: `head` (`INSERT INTO t (cols)`), `rows` tuples of `casts`.

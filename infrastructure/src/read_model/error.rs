@@ -1,6 +1,7 @@
-//! What can go wrong inside a projection transaction, and how the processor runtime sees
-//! it.
+//! What can go wrong inside a projection transaction, and how the processor runtime and
+//! the poison isolation see it.
 
+use pm_application::processor::isolate::Failure;
 use pm_application::processor::BatchError;
 
 use crate::db::is_transient;
@@ -9,10 +10,12 @@ use crate::processor::CursorError;
 /// An error inside a projection transaction.
 #[derive(Debug)]
 pub(crate) enum ApplyError {
-    /// A statement failed.
+    /// A statement failed for a reason worth retrying (or outside the facts' statements).
     Sql(sqlx::Error),
-    /// Event `index` of the batch cannot be applied: park it.
-    Poison(usize, String),
+    /// The batch cannot be applied and retrying will not help (an unreadable fact, a
+    /// checkpoint of an unknown task, a violated constraint); which of its events is at
+    /// fault is unknown: isolate it.
+    Rejected(String),
     /// The runtime's own error (the cursor moved, an injected failure).
     Batch(BatchError),
 }
@@ -33,12 +36,12 @@ impl From<CursorError> for ApplyError {
 }
 
 impl ApplyError {
-    /// Names event `index` of a batch as the culprit of a failure that is not transient.
-    pub(crate) fn at(self, index: usize) -> Self {
-        match self {
-            Self::Sql(e) if !is_transient(&e) => Self::Poison(index, e.to_string()),
-            Self::Poison(_, reason) => Self::Poison(index, reason),
-            other => other,
+    /// A failed statement of the facts: [`ApplyError::Rejected`] unless it is transient.
+    pub(crate) fn of_statement(e: sqlx::Error) -> Self {
+        if is_transient(&e) {
+            Self::Sql(e)
+        } else {
+            Self::Rejected(e.to_string())
         }
     }
 
@@ -46,8 +49,16 @@ impl ApplyError {
     pub(crate) fn into_batch(self) -> BatchError {
         match self {
             Self::Sql(e) => BatchError::Transient(e.to_string()),
-            Self::Poison(index, reason) => BatchError::Poison { index, reason },
+            Self::Rejected(reason) => BatchError::Rejected(reason),
             Self::Batch(e) => e,
+        }
+    }
+
+    /// The error as the poison isolation handles it.
+    pub(crate) fn into_failure(self) -> Failure<Self> {
+        match self {
+            Self::Rejected(reason) => Failure::Rejected(reason),
+            other => Failure::Stop(other),
         }
     }
 }

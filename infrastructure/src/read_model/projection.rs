@@ -1,8 +1,9 @@
 //! The `read_model` projection: applies a batch of the log to the read tables of the
 //! current generation and moves its cursor, in one transaction (exactly-once effect).
-//! The fast path ([`super::batch`]) applies the whole batch with multi-row statements;
-//! when it fails for a reason that is not transient, the batch is replayed event by event
-//! ([`super::facts`]) so the runtime learns which event is poison.
+//! The batch path ([`super::batch`]) applies the whole batch with multi-row statements;
+//! when it fails for a reason that is not transient the batch is
+//! [`BatchError::Rejected`], and the processor runtime bisects it through this same path
+//! ([`pm_application::processor::isolate`]) to park the poison event.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -12,9 +13,7 @@ use pm_application::processor::{BatchError, BatchHandler};
 
 use super::batch::apply_batch;
 use super::error::ApplyError;
-use super::facts::apply_event;
 use super::READ_MODEL;
-use crate::db::{is_transient, Tx};
 use crate::processor::cursor;
 use crate::Database;
 
@@ -53,54 +52,6 @@ impl ReadModelProjection {
         }
         Ok(())
     }
-
-    /// Runs `body` between locking the processor row at `from` and moving the cursor to
-    /// `to`, in one transaction.
-    async fn in_cursor_tx<F>(
-        &self,
-        from: LogPosition,
-        to: LogPosition,
-        body: F,
-    ) -> Result<LogPosition, ApplyError>
-    where
-        F: for<'t> AsyncFnOnce(&'t mut Tx, i64) -> Result<(), ApplyError>,
-    {
-        let mut tx = self.db.begin().await?;
-        let generation = cursor::lock(&mut tx, READ_MODEL, from).await?;
-        body(&mut tx, generation).await?;
-        cursor::advance(&mut tx, READ_MODEL, to).await?;
-        self.injected_failure()?;
-        tx.commit().await?;
-        Ok(to)
-    }
-
-    /// The whole batch in a few multi-row statements.
-    async fn apply_fast(
-        &self,
-        from: LogPosition,
-        last: LogPosition,
-        events: &[LoggedEvent],
-    ) -> Result<LogPosition, ApplyError> {
-        self.in_cursor_tx(from, last, async |tx, g| apply_batch(tx, g, events).await)
-            .await
-    }
-
-    /// Event by event, so a failure names the poison event's index.
-    async fn apply_slow(
-        &self,
-        from: LogPosition,
-        last: LogPosition,
-        events: &[LoggedEvent],
-    ) -> Result<LogPosition, BatchError> {
-        self.in_cursor_tx(from, last, async |tx, g| {
-            for (index, event) in events.iter().enumerate() {
-                apply_event(tx, g, event).await.map_err(|e| e.at(index))?;
-            }
-            Ok(())
-        })
-        .await
-        .map_err(ApplyError::into_batch)
-    }
 }
 
 impl BatchHandler for ReadModelProjection {
@@ -116,18 +67,16 @@ impl BatchHandler for ReadModelProjection {
         let Some(last) = events.last().map(|e| e.position) else {
             return Ok(from);
         };
-        match self.apply_fast(from, last, events).await {
-            Ok(next) => Ok(next),
-            Err(ApplyError::Sql(e)) if !is_transient(&e) => {
-                tracing::debug!(error = %e, "batch failed; replaying it event by event");
-                self.apply_slow(from, last, events).await
-            }
-            Err(ApplyError::Poison(_, reason)) => {
-                tracing::debug!(%reason, "batch has an unreadable event; replaying it event by event");
-                self.apply_slow(from, last, events).await
-            }
-            Err(e) => Err(e.into_batch()),
-        }
+        let run = async {
+            let mut tx = self.db.begin().await?;
+            let generation = cursor::lock(&mut tx, READ_MODEL, from).await?;
+            apply_batch(&mut tx, generation, events).await?;
+            cursor::advance(&mut tx, READ_MODEL, last).await?;
+            self.injected_failure()?;
+            tx.commit().await?;
+            Ok::<_, ApplyError>(last)
+        };
+        run.await.map_err(ApplyError::into_batch)
     }
 
     async fn park(

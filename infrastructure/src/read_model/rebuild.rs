@@ -11,12 +11,11 @@ use chrono::Utc;
 use pm_application::log::{EventFilter, LogPosition, LogReader, LoggedEvent};
 use pm_application::AppError;
 
-use super::batch;
 use super::error::ApplyError;
-use super::facts::apply_event;
 use super::schema::{create_statements, drop_statements, view_statements};
+use super::skipping::{apply_skipping, Applied};
 use super::READ_MODEL;
-use crate::db::{is_transient, Args, Tx};
+use crate::db::{Args, Tx};
 use crate::log::DbLogReader;
 use crate::processor::DbProcessorStore;
 use crate::sql::Dialect;
@@ -24,10 +23,6 @@ use crate::Database;
 
 /// Events read from the log at once while replaying; applied in one transaction.
 const PAGE: u32 = 5000;
-
-/// Events per multi-row batch (as the live projection's batches: a few hundred rows per
-/// statement stay far below PostgreSQL's bind-parameter limit).
-const CHUNK: usize = 500;
 
 /// The events the read model projects: the facts (`project_manager.*`).
 const FACTS: &str = "project_manager.*";
@@ -59,7 +54,7 @@ impl From<ApplyError> for RebuildError {
     fn from(e: ApplyError) -> Self {
         match e {
             ApplyError::Sql(e) => Self::Sql(e),
-            ApplyError::Poison(_, reason) => Self::Store(AppError::Internal(reason)),
+            ApplyError::Rejected(reason) => Self::Store(AppError::Internal(reason)),
             ApplyError::Batch(e) => Self::Store(AppError::Internal(e.to_string())),
         }
     }
@@ -77,6 +72,13 @@ pub struct RebuildReport {
     pub skipped: u64,
     /// The cursor the projection continues from.
     pub cursor: LogPosition,
+}
+
+impl RebuildReport {
+    fn add(&mut self, applied: Applied) {
+        self.events += applied.events;
+        self.skipped += applied.skipped;
+    }
 }
 
 async fn generation(db: &Database) -> Result<i64, sqlx::Error> {
@@ -278,14 +280,13 @@ impl Progress {
     }
 }
 
-/// Applies a page in one transaction through the live projection's multi-row path.
-async fn apply_page(db: &Database, g: i64, events: &[LoggedEvent]) -> Result<(), ApplyError> {
+/// Applies a page in one transaction through the live projection's multi-row path,
+/// skipping what cannot be applied.
+async fn apply_page(db: &Database, g: i64, events: &[LoggedEvent]) -> Result<Applied, ApplyError> {
     let mut tx = db.begin().await?;
-    for chunk in events.chunks(CHUNK) {
-        batch::apply_batch(&mut tx, g, chunk).await?;
-    }
+    let applied = apply_skipping(&mut tx, g, events).await?;
     tx.commit().await?;
-    Ok(())
+    Ok(applied)
 }
 
 async fn run(db: &Database, log: &DbLogReader) -> Result<RebuildReport, RebuildError> {
@@ -329,9 +330,8 @@ async fn replay_and_swap(
 ) -> Result<(), RebuildError> {
     let mut progress = Progress::new(log.head().await?);
     // Replay while the old generation serves: pages of the facts (the sagas' runes are
-    // not the read model's) as multi-row batches, a page that fails that way again event
-    // by event (which skips what cannot be applied). On PostgreSQL the next page is read
-    // while one is applied.
+    // not the read model's) as multi-row batches, skipping what cannot be applied. On
+    // PostgreSQL the next page is read while one is applied.
     let facts = EventFilter::default().with_types(FACTS);
     // Reading ahead takes a second connection while the page's transaction holds one; a
     // SQLite pool is small and has one writer, so there the two run one after the other.
@@ -352,17 +352,8 @@ async fn replay_and_swap(
         } else {
             (apply.await, read_next.await)
         };
-        match applied {
-            Ok(()) => report.events += page.len() as u64,
-            // As the live projection: only a page that cannot be applied as batches is
-            // replayed event by event; a database that went away fails the rebuild.
-            Err(ApplyError::Sql(e)) if is_transient(&e) => return Err(RebuildError::Sql(e)),
-            Err(e @ (ApplyError::Sql(_) | ApplyError::Poison(..))) => {
-                tracing::debug!(error = ?e, "rebuild page failed as batches; replaying it event by event");
-                apply_batch(db, report.generation, &page, report).await?;
-            }
-            Err(e) => return Err(e.into()),
-        }
+        // A database that went away fails the rebuild; poison events were skipped.
+        report.add(applied?);
         report.cursor = last;
         heartbeat(db, &progress.line(report)).await?;
         page = next?;
@@ -378,16 +369,7 @@ async fn replay_and_swap(
         let events = log.read_after(report.cursor, &facts, BATCH).await?;
         let Some(last) = events.last() else { break };
         let last = last.position;
-        for event in &events {
-            match apply_event(&mut tx, new, event).await {
-                Ok(()) => report.events += 1,
-                Err(ApplyError::Poison(_, reason)) => {
-                    report.skipped += 1;
-                    tracing::warn!(position = %event.position, %reason, "rebuild skips an event it cannot apply");
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
+        report.add(apply_skipping(&mut tx, new, &events).await?);
         report.cursor = last;
     }
     tx.execute(
@@ -397,47 +379,5 @@ async fn replay_and_swap(
     .await?;
     run_all(&mut tx, view_statements(new)).await?;
     tx.commit().await?;
-    Ok(())
-}
-
-/// Applies a batch to generation `g` event by event in one transaction; an event that
-/// cannot be applied is skipped (the batch is retried without it).
-async fn apply_batch(
-    db: &Database,
-    g: i64,
-    events: &[LoggedEvent],
-    report: &mut RebuildReport,
-) -> Result<(), RebuildError> {
-    let mut start = 0;
-    while start < events.len() {
-        let slice = &events[start..];
-        let applied = async {
-            let mut tx = db.begin().await?;
-            for (index, event) in slice.iter().enumerate() {
-                apply_event(&mut tx, g, event)
-                    .await
-                    .map_err(|e| e.at(index))?;
-            }
-            tx.commit().await?;
-            Ok::<_, ApplyError>(slice.len())
-        }
-        .await;
-        match applied {
-            Ok(n) => {
-                report.events += n as u64;
-                start = events.len();
-            }
-            Err(ApplyError::Poison(index, reason)) => {
-                // Apply what came before the poison event, then skip it.
-                if index > 0 {
-                    Box::pin(apply_batch(db, g, &slice[..index], report)).await?;
-                }
-                tracing::warn!(position = %slice[index].position, %reason, "rebuild skips an event it cannot apply");
-                report.skipped += 1;
-                start += index + 1;
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
     Ok(())
 }

@@ -1,7 +1,7 @@
-//! The projection's per-event path: one function per transition of TRANSITIONS.md, each
-//! applying its fact to the read tables of generation `g` with its own statements. Used
-//! to pinpoint a poison event when a batch fails, and by rebuilds — so every rebuild
-//! cross-checks the fast path of [`super::batch`].
+//! The oracle: the read model's former per-event path, one function per transition of
+//! TRANSITIONS.md, each applying its fact with its own statements. Production applies
+//! facts only through the batch path; this slow, obvious applier stays here so the
+//! property test can check the batch path against it.
 
 use pm_application::fact::{Fact, FactError};
 use pm_application::log::LoggedEvent;
@@ -11,22 +11,27 @@ use pm_domain::conversation::ConversationStarted;
 use pm_domain::message::MessageAdded;
 use pm_domain::task::{TaskCheckpointCreated, TaskCreated};
 use pm_domain::types::{TaskCheckpointType, TaskStatus};
+use pm_infrastructure::db::{Args, Tx};
+use pm_infrastructure::read_model::schema::{status_column, table};
 use uuid::Uuid;
 
-use super::error::ApplyError;
-use super::schema::{status_column, table};
-use crate::db::{Args, Tx};
+/// Why the oracle could not apply an event (the property test feeds it valid facts only).
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// A statement failed.
+    #[error(transparent)]
+    Sql(#[from] sqlx::Error),
+    /// The event cannot be applied.
+    #[error("{0}")]
+    Poison(String),
+}
 
 /// Applies one logged event to generation `g`; events that are not facts are skipped.
-pub(crate) async fn apply_event(
-    tx: &mut Tx,
-    g: i64,
-    event: &LoggedEvent,
-) -> Result<(), ApplyError> {
+pub async fn apply_event(tx: &mut Tx, g: i64, event: &LoggedEvent) -> Result<(), ApplyError> {
     let fact = match Fact::from_logged(event) {
         Ok(fact) => fact,
         Err(FactError::Unknown(_)) => return Ok(()),
-        Err(e @ FactError::Malformed { .. }) => return Err(ApplyError::Poison(0, e.to_string())),
+        Err(e @ FactError::Malformed { .. }) => return Err(ApplyError::Poison(e.to_string())),
     };
     let recorded_at = event.recorded_at();
     match &fact {
@@ -73,11 +78,7 @@ async fn touch_conversation(
 }
 
 /// `ActorRegistered`: a row in `actors`.
-pub(crate) async fn actor_registered(
-    tx: &mut Tx,
-    g: i64,
-    f: &ActorRegistered,
-) -> Result<(), ApplyError> {
+async fn actor_registered(tx: &mut Tx, g: i64, f: &ActorRegistered) -> Result<(), ApplyError> {
     let sql = format!(
         "INSERT INTO {} (id, kind, display_name, external_identity, created_at) \
          VALUES ($1::uuid, $2, $3, $4, $5::timestamptz) ON CONFLICT (id) DO NOTHING",
@@ -95,7 +96,7 @@ pub(crate) async fn actor_registered(
 
 /// `ConversationStarted`: a row in `conversations` and one per actor in
 /// `conversation_actors`.
-pub(crate) async fn conversation_started(
+async fn conversation_started(
     tx: &mut Tx,
     g: i64,
     f: &ConversationStarted,
@@ -130,14 +131,14 @@ pub(crate) async fn conversation_started(
 }
 
 /// The `actor_ids` column: the ids as a JSON array.
-pub(crate) fn actor_ids_json(ids: &[Uuid]) -> String {
+fn actor_ids_json(ids: &[Uuid]) -> String {
     let quoted: Vec<String> = ids.iter().map(|id| format!("\"{id}\"")).collect();
     format!("[{}]", quoted.join(","))
 }
 
 /// `ConversationCheckpointCreated`: a row in `conversation_checkpoints`; the conversation's
 /// latest checkpoint and checkpoint count.
-pub(crate) async fn conversation_checkpoint_created(
+async fn conversation_checkpoint_created(
     tx: &mut Tx,
     g: i64,
     event: &LoggedEvent,
@@ -178,7 +179,7 @@ pub(crate) async fn conversation_checkpoint_created(
 
 /// `TaskCreated`: a `NOT_STARTED` row in `tasks` (with its conversation's organization);
 /// the conversation's task counts.
-pub(crate) async fn task_created(
+async fn task_created(
     tx: &mut Tx,
     g: i64,
     event: &LoggedEvent,
@@ -213,7 +214,7 @@ pub(crate) async fn task_created(
 /// `TaskCheckpointCreated`: a row in `task_checkpoints`; the task's status when the
 /// checkpoint is its latest (by stream sequence, never by clock), checkpoint count, first
 /// start and latest completion; the conversation's task counts by status.
-pub(crate) async fn task_checkpoint_created(
+async fn task_checkpoint_created(
     tx: &mut Tx,
     g: i64,
     event: &LoggedEvent,
@@ -225,10 +226,10 @@ pub(crate) async fn task_checkpoint_created(
         table(g, "tasks")
     );
     let Some(row) = tx.fetch_optional(&sql, Args::new().uuid(f.task_id)).await? else {
-        return Err(ApplyError::Poison(
-            0,
-            format!("task {} is not in the read model", f.task_id),
-        ));
+        return Err(ApplyError::Poison(format!(
+            "task {} is not in the read model",
+            f.task_id
+        )));
     };
     let old_status = row.parsed("status", |s| {
         TaskStatus::parse(s).ok_or("unknown task status")
@@ -280,7 +281,7 @@ pub(crate) async fn task_checkpoint_created(
 }
 
 /// `MessageAdded`: a row in `messages`; the conversation's message count.
-pub(crate) async fn message_added(
+async fn message_added(
     tx: &mut Tx,
     g: i64,
     event: &LoggedEvent,

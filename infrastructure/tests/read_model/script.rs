@@ -1,0 +1,304 @@
+//! Random logs of valid facts, as the domain would produce them: actors; conversations
+//! of one or two registered actors; conversation checkpoints; tasks on a `BEGIN_WORK`
+//! checkpoint of their conversation; task checkpoints numbered on in their task's stream;
+//! messages by a member, sometimes about one of the conversation's tasks, sometimes
+//! backdated — and the sagas' runes in between, which the read model passes over. Server
+//! times mostly grow with the log, with the skew concurrent writers give.
+
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use pm_application::log::{LogPosition, LoggedEvent};
+use pm_domain::actor::ActorRegistered;
+use pm_domain::checkpoint::ConversationCheckpointCreated;
+use pm_domain::conversation::ConversationStarted;
+use pm_domain::message::MessageAdded;
+use pm_domain::task::{TaskCheckpointCreated, TaskCreated};
+use proptest::prelude::*;
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+const CHECKPOINTS: [&str; 5] = [
+    "CONVERSATION_STARTED",
+    "BEGIN_WORK",
+    "NEED_INFORMATION",
+    "CLOSE_CONVERSATION",
+    "WORK_COMPLETED",
+];
+const TASK_TYPES: [&str; 5] = [
+    "WORK_STARTED",
+    "WORK_COMPLETED",
+    "WORK_APPROVED",
+    "WORK_REJECTED",
+    "WORK_PAUSED",
+];
+const ORGS: [Option<&str>; 3] = [Some("acme"), Some("globex"), None];
+
+/// One step of a script; indexes pick among the entities made so far (modulo), and a
+/// step that needs an entity there is none of yet makes it first (a task's conversation
+/// gets a `BEGIN_WORK` checkpoint first when it has none).
+#[derive(Debug, Clone)]
+pub enum Step {
+    /// An actor registers (an AI when `true`, with an external identity when `true`).
+    Actor(bool, bool),
+    /// A conversation of actors `.0` and `.1` (one actor when they are the same), of
+    /// organization `.2`, with its optional labels when `.3`.
+    Conversation(usize, usize, usize, bool),
+    /// A checkpoint of type `.1` in conversation `.0`.
+    Checkpoint(usize, usize),
+    /// A task in conversation `.0`, maybe assigned.
+    Task(usize, Option<usize>),
+    /// A checkpoint of type `.1` of task `.0`.
+    TaskCheckpoint(usize, usize),
+    /// A message in conversation `.0` by member `.1`, maybe about one of its tasks, maybe
+    /// backdated by some seconds.
+    Message(usize, usize, Option<usize>, Option<i64>),
+    /// A saga's rune.
+    Rune,
+}
+
+/// A step and the server clock's skew (seconds back) at its event.
+pub fn step() -> impl Strategy<Value = (Step, i64)> {
+    let ix = || 0usize..1000;
+    let step = prop_oneof![
+        2 => (any::<bool>(), any::<bool>()).prop_map(|(ai, ext)| Step::Actor(ai, ext)),
+        2 => (ix(), ix(), 0usize..3, any::<bool>())
+            .prop_map(|(a, b, o, l)| Step::Conversation(a, b, o, l)),
+        3 => (ix(), 0usize..5).prop_map(|(c, k)| Step::Checkpoint(c, k)),
+        3 => (ix(), proptest::option::of(ix())).prop_map(|(c, a)| Step::Task(c, a)),
+        5 => (ix(), 0usize..5).prop_map(|(t, k)| Step::TaskCheckpoint(t, k)),
+        4 => (ix(), ix(), proptest::option::of(ix()), proptest::option::of(0i64..5000))
+            .prop_map(|(c, a, t, back)| Step::Message(c, a, t, back)),
+        1 => Just(Step::Rune),
+    ];
+    (step, prop_oneof![3 => Just(0i64), 1 => 0i64..3])
+}
+
+struct Conversation {
+    id: Uuid,
+    members: Vec<Uuid>,
+    begin_work: Option<Uuid>,
+    tasks: Vec<Uuid>,
+}
+
+struct Task {
+    id: Uuid,
+    sequence: i64,
+}
+
+/// The log a script writes.
+#[derive(Default)]
+struct Log {
+    events: Vec<LoggedEvent>,
+    actors: Vec<Uuid>,
+    conversations: Vec<Conversation>,
+    tasks: Vec<Task>,
+    ids: u128,
+}
+
+fn pick<T>(items: &[T], ix: usize) -> Option<&T> {
+    (!items.is_empty()).then(|| &items[ix % items.len()])
+}
+
+fn time(t: DateTime<Utc>) -> String {
+    pm_domain::time::format(&t)
+}
+
+impl Log {
+    /// Appends a fact (or rune) at the next position, recorded at `at`.
+    fn push(&mut self, at: DateTime<Utc>, kind: (&str, Uuid, i64), name: &str, payload: Value) {
+        let conversation_id = payload
+            .get("conversation_id")
+            .and_then(Value::as_str)
+            .and_then(|s| s.parse().ok());
+        self.events.push(LoggedEvent {
+            position: LogPosition(self.events.len() as i64 + 1),
+            aggregate_type: kind.0.into(),
+            aggregate_id: kind.1.to_string(),
+            sequence: kind.2,
+            event_type: name.into(),
+            event_version: "1.0".into(),
+            payload,
+            metadata: json!({"correlation_id": "test", "role": "test", "recorded_at": time(at)}),
+            conversation_id,
+        });
+    }
+
+    fn id(&mut self) -> (Uuid, u128) {
+        self.ids += 1;
+        (Uuid::from_u128(self.ids), self.ids)
+    }
+
+    fn actor(&mut self, at: DateTime<Utc>, ai: bool, ext: bool) -> Uuid {
+        let (id, n) = self.id();
+        let kind = if ai { "ai" } else { "human" };
+        let mut p = json!({"id": id, "kind": kind, "display_name": format!("actor {n}"),
+            "created_at": time(at)});
+        if ext {
+            p["external_identity"] = json!(format!("ext-{n}"));
+        }
+        self.actors.push(id);
+        self.push(at, ("actor", id, 1), ActorRegistered::NAME, p);
+        id
+    }
+
+    /// Actor `ix`, registering one when there is none.
+    fn some_actor(&mut self, at: DateTime<Utc>, ix: usize) -> Uuid {
+        match pick(&self.actors, ix) {
+            Some(a) => *a,
+            None => self.actor(at, false, false),
+        }
+    }
+
+    fn conversation(
+        &mut self,
+        at: DateTime<Utc>,
+        (a, b, org, labels): (usize, usize, usize, bool),
+    ) -> usize {
+        let (a, b) = (self.some_actor(at, a), self.some_actor(at, b));
+        let (id, n) = self.id();
+        let members = if a == b { vec![a] } else { vec![a, b] };
+        let now = time(at);
+        let mut p = json!({"id": id, "actor_ids": members, "title": format!("title {n}"),
+            "created_at": now, "updated_at": now});
+        if let Some(org) = ORGS[org] {
+            p["organization"] = json!(org);
+        }
+        if labels {
+            p["external_id"] = json!(format!("x-{n}"));
+            p["external_source"] = json!("crm");
+            p["status"] = json!("open");
+        }
+        self.conversations.push(Conversation {
+            id,
+            members,
+            begin_work: None,
+            tasks: Vec::new(),
+        });
+        self.push(at, ("conversation", id, 1), ConversationStarted::NAME, p);
+        self.conversations.len() - 1
+    }
+
+    /// Conversation `ix`, starting one when there is none.
+    fn some_conversation(&mut self, at: DateTime<Utc>, ix: usize) -> usize {
+        match self.conversations.len() {
+            0 => self.conversation(at, (ix, ix / 2, ix % 3, ix.is_multiple_of(2))),
+            len => ix % len,
+        }
+    }
+
+    fn checkpoint(&mut self, at: DateTime<Utc>, c: usize, kind: usize) {
+        let c = self.some_conversation(at, c);
+        let (id, n) = self.id();
+        let conversation = &mut self.conversations[c];
+        if CHECKPOINTS[kind] == "BEGIN_WORK" {
+            conversation.begin_work = Some(id);
+        }
+        let p = json!({"id": id, "conversation_id": conversation.id,
+            "checkpoint_type": CHECKPOINTS[kind], "summary": format!("summary {n}"),
+            "created_at": time(at)});
+        self.push(
+            at,
+            ("checkpoint", id, 1),
+            ConversationCheckpointCreated::NAME,
+            p,
+        );
+    }
+
+    /// A task in conversation `c`, after a `BEGIN_WORK` checkpoint there when it has none.
+    fn task(&mut self, at: DateTime<Utc>, c: usize, assignee: Option<usize>) -> usize {
+        let c = self.some_conversation(at, c);
+        if self.conversations[c].begin_work.is_none() {
+            self.checkpoint(at, c, 1);
+        }
+        let assigned = assignee.map(|a| self.some_actor(at, a));
+        let (id, n) = self.id();
+        let conversation = &mut self.conversations[c];
+        let mut p = json!({"id": id, "conversation_id": conversation.id,
+            "checkpoint_id": conversation.begin_work, "instructions": format!("do {n}"),
+            "created_at": time(at)});
+        if let Some(actor) = assigned {
+            p["assigned_to"] = json!(actor);
+        }
+        conversation.tasks.push(id);
+        self.tasks.push(Task { id, sequence: 1 });
+        self.push(at, ("task", id, 1), TaskCreated::NAME, p);
+        self.tasks.len() - 1
+    }
+
+    fn task_checkpoint(&mut self, at: DateTime<Utc>, t: usize, kind: usize) {
+        let t = match self.tasks.len() {
+            0 => self.task(at, t, None),
+            len => t % len,
+        };
+        let (id, _) = self.id();
+        let task = &mut self.tasks[t];
+        task.sequence += 1;
+        let (task_id, sequence) = (task.id, task.sequence);
+        let p = json!({"id": id, "task_id": task_id, "type": TASK_TYPES[kind],
+            "created_at": time(at)});
+        self.push(
+            at,
+            ("task", task_id, sequence),
+            TaskCheckpointCreated::NAME,
+            p,
+        );
+    }
+
+    fn message(
+        &mut self,
+        at: DateTime<Utc>,
+        (c, a, t, back): (usize, usize, Option<usize>, Option<i64>),
+    ) {
+        let c = self.some_conversation(at, c);
+        let (id, n) = self.id();
+        let conversation = &self.conversations[c];
+        let actor = conversation.members[a % conversation.members.len()];
+        let task = t.and_then(|t| pick(&conversation.tasks, t).copied());
+        let sent = at - Duration::seconds(back.unwrap_or(0));
+        let mut p = json!({"id": id, "time": time(sent), "actor_id": actor,
+            "conversation_id": conversation.id, "content": format!("message {n}")});
+        if let Some(task) = task {
+            p["task_id"] = json!(task);
+        }
+        if n % 3 == 0 {
+            p["external_identity"] = json!(format!("m-{n}"));
+        }
+        self.push(at, ("message", id, 1), MessageAdded::NAME, p);
+    }
+
+    fn step(&mut self, step: &Step, at: DateTime<Utc>) {
+        match *step {
+            Step::Actor(ai, ext) => {
+                self.actor(at, ai, ext);
+            }
+            Step::Conversation(a, b, org, labels) => {
+                self.conversation(at, (a, b, org, labels));
+            }
+            Step::Checkpoint(c, kind) => self.checkpoint(at, c, kind),
+            Step::Task(c, assignee) => {
+                self.task(at, c, assignee);
+            }
+            Step::TaskCheckpoint(t, kind) => self.task_checkpoint(at, t, kind),
+            Step::Message(c, a, t, back) => self.message(at, (c, a, t, back)),
+            Step::Rune => {
+                let (id, _) = self.id();
+                let p = json!({"instance": id});
+                self.push(at, ("saga", id, 1), "saga.session.created", p);
+            }
+        }
+    }
+}
+
+/// The log of `steps`: positions from 1, server times one second apart (minus each
+/// step's skew) from 2026-11-22, with microseconds.
+pub fn log(steps: &[(Step, i64)]) -> Vec<LoggedEvent> {
+    let start = Utc
+        .with_ymd_and_hms(2026, 11, 22, 0, 0, 0)
+        .single()
+        .unwrap_or_default();
+    let mut log = Log::default();
+    for (n, (step, skew)) in steps.iter().enumerate() {
+        let at = start + Duration::seconds(n as i64 - skew) + Duration::microseconds(n as i64 * 7);
+        log.step(step, at);
+    }
+    log.events
+}
