@@ -6,7 +6,8 @@
 //!   and a command that writes a fact **writes its key's row in the same statement as the
 //!   append** ([`IdempotencyKey`] travels with the facts to the store), done with the
 //!   fact's position. When the key already has a row (a repeat, or a key still claimed
-//!   elsewhere) the append writes nothing and fails with [`IdempotencyKeyTaken`]; only
+//!   elsewhere) the append writes nothing and the bus answers the typed
+//!   [`AppError::IdempotencyKeyTaken`]; only
 //!   then is the key claimed and read (the slow path below).
 //! - **The slow path**: a key is **claimed** by the replica that runs its command (the
 //!   claim names that replica); the append then completes the claimed row in its own
@@ -42,15 +43,9 @@ pub struct IdempotencyKey {
     pub request_hash: String,
     /// Whether this request holds a claim on the key (its row exists, pending): the
     /// append completes that row. Otherwise the append writes the key's row itself, and
-    /// fails with [`IdempotencyKeyTaken`] — writing nothing — when the key has a row.
+    /// fails with [`AppError::IdempotencyKeyTaken`] — writing nothing — when the key has a row.
     pub claimed: bool,
 }
-
-/// The append of a request whose key was not claimed found the key already has a row (a
-/// repeat, or a claim by another request): nothing was written; claim the key and look.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("the Idempotency-Key already has a record")]
-pub struct IdempotencyKeyTaken;
 
 /// A stored answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
