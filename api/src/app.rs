@@ -11,6 +11,7 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use pm_application::bus::CommandBus;
 use pm_application::clock::{Clock, SystemClock};
 use pm_application::commands::Commands;
+use pm_application::idempotency::Idempotency;
 use pm_application::log::tail::LogTail;
 use pm_application::log::LogReader;
 use pm_application::processor::{ProcessorRunner, ProcessorStore, RunnerOptions};
@@ -21,6 +22,7 @@ use pm_infrastructure::append::Appender;
 use pm_infrastructure::idempotency::DbIdempotencyStore;
 use pm_infrastructure::log::DbLogReader;
 use pm_infrastructure::lookup::{KnownEntities, StoreLookup};
+use pm_infrastructure::processor::liveness::{new_replica_id, DbReplicaLiveness};
 use pm_infrastructure::processor::DbProcessorStore;
 use pm_infrastructure::read_model::query::ReadModel;
 use pm_infrastructure::read_model::rebuild::ensure_schema;
@@ -161,7 +163,7 @@ impl Application {
         let clock: Arc<dyn Clock> = hooks.clock.clone().unwrap_or_else(|| Arc::new(SystemClock));
         let commands = Commands::new(bus, clock.clone());
         let log = DbLogReader::new(db.clone(), readers_rx);
-        let owner = format!("{}-{}", std::process::id(), uuid::Uuid::now_v7());
+        let owner = new_replica_id();
         let mut projection = ReadModelProjection::new(db.clone());
         if let Some(switch) = hooks.fail_projection_before_commit {
             projection = projection.with_failure_switch(switch);
@@ -231,7 +233,12 @@ impl Application {
             processor_status,
             saga_status,
             sagas: engine,
-            idempotency: DbIdempotencyStore::new(db.clone(), owner.clone()),
+            idempotency: Idempotency::new(
+                DbIdempotencyStore::new(db.clone()),
+                DbReplicaLiveness::new(db.clone()),
+                log.clone(),
+                owner.clone(),
+            ),
             owner,
             db,
             tokens,
@@ -284,7 +291,7 @@ impl Application {
     ) -> std::io::Result<()> {
         let token = self.state.shutdown.clone();
         let db = self.state.db.clone();
-        let purge = spawn_idempotency_purge(self.state.idempotency.clone(), token.clone());
+        let purge = spawn_idempotency_purge(self.state.idempotency.store().clone(), token.clone());
         let upkeep = spawn_metrics_upkeep(self.state.metrics.clone(), token.clone());
         let monitor = spawn_log_monitor(self.state.log.clone(), token.clone());
         let tail = tokio::spawn(self.state.tail.clone().run(

@@ -11,9 +11,10 @@ use serde::Serialize;
 /// The code of [`ApiError::key_in_use`].
 pub const KEY_IN_USE: &str = "idempotency_key_in_use";
 
-/// Marks every [`ApiError::key_in_use`] answer. The `Idempotency-Key` middleware looks
-/// for it on its command's answer, where it means the command's append found the key
-/// already has a record and wrote nothing ([`AppError::IdempotencyKeyTaken`]).
+/// Marks every [`ApiError::key_in_use`] answer. On a command handler's answer it can only
+/// come from the typed [`AppError::IdempotencyKeyTaken`] (the append found the key
+/// already has a record and wrote nothing): the `Idempotency-Key` middleware reads it as
+/// `RunOutcome::KeyTaken`.
 #[derive(Debug, Clone, Copy)]
 pub struct KeyTaken;
 

@@ -5,11 +5,13 @@ use std::time::Duration;
 
 use metrics_exporter_prometheus::PrometheusHandle;
 use pm_application::commands::Commands;
+use pm_application::idempotency::Idempotency;
 use pm_application::processor::ProcessorStatus;
 use pm_application::queries::Queries;
 use pm_application::sagas::SagaEngine;
 use pm_infrastructure::idempotency::DbIdempotencyStore;
 use pm_infrastructure::log::DbLogReader;
+use pm_infrastructure::processor::liveness::DbReplicaLiveness;
 use pm_infrastructure::processor::DbProcessorStore;
 use pm_infrastructure::read_model::query::ReadModel;
 use pm_infrastructure::sagas::{DbSagaStore, SagaReads};
@@ -45,8 +47,8 @@ pub struct Shared {
     pub log: DbLogReader,
     /// The process's one reader of the log's tail, feeding every SSE stream.
     pub tail: pm_application::log::tail::LogTail,
-    /// `Idempotency-Key` answers.
-    pub idempotency: DbIdempotencyStore,
+    /// The `Idempotency-Key` use case (its store is purged hourly).
+    pub idempotency: Idempotency<DbIdempotencyStore, DbReplicaLiveness, DbLogReader>,
     /// The database (health checks).
     pub db: Database,
     /// Configured tokens.
@@ -69,6 +71,6 @@ pub struct Shared {
     pub saga_status: tokio::sync::watch::Receiver<ProcessorStatus>,
     /// The saga machines (operators' controls go through them).
     pub sagas: Arc<SagaEngine<DbSagaStore>>,
-    /// This replica's identity (lease owner).
+    /// This replica's id (processor owner, `Idempotency-Key` claimant).
     pub owner: String,
 }

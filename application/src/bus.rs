@@ -15,7 +15,7 @@ use cqrs_es::{AggregateContext, AggregateError, EventStore};
 use pm_domain::{DomainError, PmAggregate, Services};
 use uuid::Uuid;
 
-use crate::idempotency::{IdempotencyKey, IdempotencyKeyTaken};
+use crate::idempotency::IdempotencyKey;
 use crate::log::LogPosition;
 use crate::AppError;
 
@@ -45,11 +45,41 @@ pub struct EventMetadata {
     pub recorded_at: DateTime<Utc>,
 }
 
+/// Why an append wrote nothing, typed so that the bus (and the `Idempotency-Key` use case
+/// above it) decide on it by matching — never by downcasting a boxed cqrs-es error.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AppendFailure {
+    /// Another writer took the stream's sequence first: reload and retry.
+    #[error("a stream's sequence is taken")]
+    Conflict,
+    /// The command's unclaimed `Idempotency-Key` already has a row (another request with
+    /// the key ran or runs): nothing was written.
+    #[error("the Idempotency-Key already has a record")]
+    KeyTaken,
+    /// The store could not be reached (a retry may succeed).
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// Anything else (a bug, a corrupt row).
+    #[error("the append failed: {0}")]
+    Other(String),
+}
+
+impl From<AppendFailure> for AppError {
+    fn from(e: AppendFailure) -> Self {
+        match e {
+            AppendFailure::Conflict => AppError::ConcurrencyConflict { attempts: 1 },
+            AppendFailure::KeyTaken => AppError::IdempotencyKeyTaken,
+            AppendFailure::Unavailable(e) => AppError::Unavailable(e),
+            AppendFailure::Other(e) => AppError::Internal(e),
+        }
+    }
+}
+
 /// What the bus needs of an event store beyond cqrs-es's [`EventStore`].
 ///
 /// # Errors
-/// cqrs-es's [`AggregateError`]: `AggregateConflict` when another writer took the
-/// sequence, `DatabaseConnectionError` when the store is unreachable.
+/// Loading: cqrs-es's [`AggregateError`] (`DatabaseConnectionError` when the store is
+/// unreachable). Appending: [`AppendFailure`].
 pub trait AggregateStore<A: PmAggregate>: EventStore<A> {
     /// Loads an aggregate as `load` says.
     fn load_with(
@@ -67,7 +97,7 @@ pub trait AggregateStore<A: PmAggregate>: EventStore<A> {
         context: Self::AC,
         metadata: &EventMetadata,
         key: Option<&IdempotencyKey>,
-    ) -> impl Future<Output = Result<Vec<LogPosition>, AggregateError<DomainError>>> + Send;
+    ) -> impl Future<Output = Result<Vec<LogPosition>, AppendFailure>> + Send;
 }
 
 /// Who is asking, and why: becomes the facts' metadata.
@@ -208,13 +238,13 @@ impl<S> CommandBus<S> {
                         position,
                     });
                 }
-                Err(AggregateError::AggregateConflict) => {
+                Err(AppendFailure::Conflict) => {
                     metrics::counter!("pm_command_conflicts_total", "aggregate" => A::TYPE)
                         .increment(1);
                     tracing::debug!(attempt, "optimistic conflict, retrying");
                     tokio::time::sleep(backoff(attempt)).await;
                 }
-                Err(e) => return Err(store_error(e)),
+                Err(e) => return Err(e.into()),
             }
         }
         Err(AppError::ConcurrencyConflict {
@@ -234,9 +264,6 @@ fn store_error(e: AggregateError<DomainError>) -> AppError {
         AggregateError::UserError(e) => AppError::Domain(e),
         AggregateError::AggregateConflict => AppError::ConcurrencyConflict { attempts: 1 },
         AggregateError::DatabaseConnectionError(e) => AppError::Unavailable(e.to_string()),
-        AggregateError::UnexpectedError(e) if e.is::<IdempotencyKeyTaken>() => {
-            AppError::IdempotencyKeyTaken
-        }
         AggregateError::DeserializationError(e) | AggregateError::UnexpectedError(e) => {
             AppError::Internal(e.to_string())
         }

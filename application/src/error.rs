@@ -26,8 +26,8 @@ pub enum AppError {
         /// What the read asked for.
         wanted: crate::log::LogPosition,
     },
-    /// The command's `Idempotency-Key` already has a record (see
-    /// [`crate::idempotency::IdempotencyKeyTaken`]); nothing was written.
+    /// The command's unclaimed `Idempotency-Key` already has a record (the append answered
+    /// [`crate::bus::AppendFailure::KeyTaken`]); nothing was written.
     #[error("the Idempotency-Key already has a record")]
     IdempotencyKeyTaken,
     /// The store could not be reached; the command may be retried.

@@ -7,7 +7,8 @@
 //!   minting ids (UUIDv7, or UUIDv5 from external identities).
 //! - [`log`]: the global event log's model: positions, logged events, filters and the
 //!   reader port.
-//! - [`idempotency`]: the `Idempotency-Key` port.
+//! - [`idempotency`]: the `Idempotency-Key` use case — a pure state machine and the
+//!   decorator that runs a command under it, over its key-store and liveness ports.
 //! - [`fact`]: logged events read back as domain facts.
 //! - [`processor`]: the processor runtime — named consumers of the global log with a
 //!   stored cursor, a lease, parking of poison events and lag metrics.

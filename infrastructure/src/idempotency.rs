@@ -5,18 +5,16 @@
 //! key that already has a row is claimed here — the claim names the replica that holds
 //! it — and read. Rows older than 24 h count as absent.
 //!
-//! A pending claim is abandoned — and the next request with the key takes it over — when
-//! its replica is gone (PostgreSQL: no session of the database has that replica's
-//! `application_name`, which its processor-ownership connection carries; SQLite: no
-//! process has the claiming process's id), when it is this replica's own but its request
-//! has ended, or when it is older than [`CLAIM_TIMEOUT`].
+//! This module only reads and writes rows: whether a pending claim is abandoned is the
+//! application's decision (`pm_application::idempotency::decision`), and whether the
+//! replica holding it is alive is [`crate::processor::liveness`]'s.
 
-use std::collections::HashSet;
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::LazyLock;
 
 use chrono::{Duration, Utc};
 use pm_application::idempotency::{
-    Claim, IdempotencyKey, IdempotencyStore, StoredResponse, CLAIM_TIMEOUT, KEY_TTL_HOURS,
+    Claimed, IdempotencyKey, IdempotencyStore, KeyRow, KeyState, StoredAnswer, StoredResponse,
+    KEY_TTL_HOURS,
 };
 use pm_application::log::LogPosition;
 use pm_application::AppError;
@@ -26,22 +24,16 @@ use crate::processor::store::store_error;
 use crate::sql::Dialect;
 use crate::Database;
 
-/// [`IdempotencyStore`] over a [`Database`], for one replica.
+/// [`IdempotencyStore`] over a [`Database`].
 #[derive(Debug, Clone)]
 pub struct DbIdempotencyStore {
     db: Database,
-    owner: String,
-    in_flight: Arc<Mutex<HashSet<(String, String)>>>,
 }
 
 impl DbIdempotencyStore {
-    /// A store in `db` for the replica `owner`.
-    pub fn new(db: Database, owner: impl Into<String>) -> Self {
-        Self {
-            db,
-            owner: owner.into(),
-            in_flight: Arc::default(),
-        }
+    /// A store in `db`.
+    pub fn new(db: Database) -> Self {
+        Self { db }
     }
 
     /// Deletes keys older than the TTL; returns how many.
@@ -59,102 +51,36 @@ impl DbIdempotencyStore {
             .map_err(store_error)
     }
 
-    /// Marks the key in flight here; `false` when it already is.
-    fn mark(&self, role: &str, key: &str) -> bool {
-        self.in_flight
-            .lock()
-            .map(|mut set| set.insert((role.to_string(), key.to_string())))
-            .unwrap_or(false)
-    }
-
-    fn leave(&self, role: &str, key: &str) {
-        if let Ok(mut set) = self.in_flight.lock() {
-            set.remove(&(role.to_string(), key.to_string()));
-        }
-    }
-
-    /// Whether the replica `owner` is alive.
-    async fn alive(&self, owner: &str) -> Result<bool, AppError> {
-        match self.db.dialect() {
-            Dialect::Postgres => {
-                let row = self
-                    .db
-                    .fetch_optional(
-                        "SELECT count(*) AS n FROM pg_stat_activity \
-                         WHERE application_name = $1 AND datname = current_database()",
-                        Args::new().text(owner),
-                    )
-                    .await
-                    .map_err(store_error)?;
-                Ok(row
-                    .map(|r| r.int("n"))
-                    .transpose()
-                    .map_err(store_error)?
-                    .unwrap_or(0)
-                    > 0)
-            }
-            // One machine: the claiming process is alive when its process id is.
-            Dialect::Sqlite => Ok(owner
-                .split_once('-')
-                .is_some_and(|(pid, _)| std::path::Path::new("/proc").join(pid).exists())),
-        }
-    }
-
-    /// Whether a pending claim by `owner` at `claimed_at` is abandoned.
-    async fn abandoned(
-        &self,
-        role: &str,
-        key: &str,
-        owner: Option<&str>,
-        claimed_at: Option<chrono::DateTime<Utc>>,
-    ) -> Result<bool, AppError> {
-        let too_old = claimed_at.is_none_or(|at| {
-            Utc::now() - at > Duration::from_std(CLAIM_TIMEOUT).unwrap_or(Duration::minutes(1))
-        });
-        Ok(match owner {
-            _ if too_old => true,
-            None => true,
-            Some(o) if o == self.owner => {
-                let set = self
-                    .in_flight
-                    .lock()
-                    .map_err(|_| AppError::Internal("in-flight keys poisoned".into()))?;
-                !set.contains(&(role.to_string(), key.to_string()))
-            }
-            Some(o) => !self.alive(o).await?,
-        })
-    }
-
-    /// The stored row of a key: what it holds.
-    fn decode(row: &DbRow, request_hash: &str) -> Result<Seen, sqlx::Error> {
-        if row.string("request_hash")? != request_hash {
-            return Ok(Seen::Mismatch);
-        }
+    /// The stored row of a key.
+    fn decode(row: &DbRow) -> Result<KeyRow, sqlx::Error> {
+        let pending = || -> Result<KeyState, sqlx::Error> {
+            Ok(KeyState::Pending {
+                owner: row.opt_string("owner")?,
+                claimed_at: row.opt_time("claimed_at")?,
+            })
+        };
         let status = row.opt_int("status")?;
         let body = row.opt_string("body")?;
-        Ok(match (status, body) {
+        let state = match (status, body) {
             (Some(201), None) => match row
                 .opt_string("position")?
                 .and_then(|p| p.parse::<LogPosition>().ok())
             {
-                Some(position) => Seen::Done(StoredResponse::Appended(position)),
-                None => Seen::Pending(row.opt_string("owner")?, row.opt_time("claimed_at")?),
+                Some(position) => KeyState::Done(StoredResponse::Appended(position)),
+                None => pending()?,
             },
-            (Some(status), Some(body)) => Seen::Done(StoredResponse::Answer {
+            (Some(status), Some(body)) => KeyState::Done(StoredResponse::Answer(StoredAnswer {
                 status: u16::try_from(status).unwrap_or(500),
                 body,
                 location: row.opt_string("location")?,
-            }),
-            _ => Seen::Pending(row.opt_string("owner")?, row.opt_time("claimed_at")?),
+            })),
+            _ => pending()?,
+        };
+        Ok(KeyRow {
+            request_hash: row.string("request_hash")?,
+            state,
         })
     }
-}
-
-/// What a claim found in a key's row.
-enum Seen {
-    Mismatch,
-    Done(StoredResponse),
-    Pending(Option<String>, Option<chrono::DateTime<Utc>>),
 }
 
 /// What a claim does on an existing row: takes it over only when it is older than the TTL.
@@ -192,81 +118,60 @@ const TAKE_OVER: &str = "UPDATE idempotency_keys SET owner = $3, claimed_at = $4
      WHERE role = $1 AND key = $2 AND status IS NULL AND (owner = $5 OR ($5 IS NULL AND owner IS NULL))";
 
 impl IdempotencyStore for DbIdempotencyStore {
-    async fn claim(&self, role: &str, key: &str, request_hash: &str) -> Result<Claim, AppError> {
-        for _ in 0..3 {
-            let now = Utc::now();
-            let cutoff = now - Duration::hours(KEY_TTL_HOURS);
-            let args = Args::new()
-                .text(role)
-                .text(key)
-                .text(request_hash)
-                .time(&now)
-                .text(self.owner.as_str())
-                .time(&cutoff);
-            let claim = match self.db.dialect() {
-                Dialect::Postgres => CLAIM_POSTGRES.as_str(),
-                Dialect::Sqlite => CLAIM.as_str(),
-            };
-            if self.db.execute(claim, args).await.map_err(store_error)? == 1 {
-                self.mark(role, key);
-                return Ok(Claim::Claimed);
-            }
-            let row = self
-                .db
-                .fetch_optional(
-                    "SELECT request_hash, status::bigint AS status, body, location, position, owner, claimed_at \
-                     FROM idempotency_keys WHERE role = $1 AND key = $2",
-                    Args::new().text(role).text(key),
-                )
-                .await
-                .map_err(store_error)?;
-            // A row purged between our insert and read: claim again.
-            let Some(row) = row else { continue };
-            match Self::decode(&row, request_hash).map_err(store_error)? {
-                Seen::Mismatch => return Ok(Claim::Mismatch),
-                Seen::Done(answer) => return Ok(Claim::Done(answer)),
-                Seen::Pending(owner, claimed_at) => {
-                    if !self
-                        .abandoned(role, key, owner.as_deref(), claimed_at)
-                        .await?
-                        || !self.mark(role, key)
-                    {
-                        return Ok(Claim::InFlight);
-                    }
-                    let args = Args::new()
-                        .text(role)
-                        .text(key)
-                        .text(self.owner.as_str())
-                        .time(&now)
-                        .opt_text(owner.clone());
-                    if self
-                        .db
-                        .execute(TAKE_OVER, args)
-                        .await
-                        .map_err(store_error)?
-                        == 1
-                    {
-                        tracing::info!(%role, abandoned_by = ?owner, "took over an abandoned Idempotency-Key claim");
-                        return Ok(Claim::Claimed);
-                    }
-                    self.leave(role, key);
-                }
-            }
+    async fn claim(&self, key: &IdempotencyKey, replica: &str) -> Result<Claimed, AppError> {
+        let now = Utc::now();
+        let cutoff = now - Duration::hours(KEY_TTL_HOURS);
+        let args = Args::new()
+            .text(&key.role)
+            .text(&key.key)
+            .text(&key.request_hash)
+            .time(&now)
+            .text(replica)
+            .time(&cutoff);
+        let claim = match self.db.dialect() {
+            Dialect::Postgres => CLAIM_POSTGRES.as_str(),
+            Dialect::Sqlite => CLAIM.as_str(),
+        };
+        if self.db.execute(claim, args).await.map_err(store_error)? == 1 {
+            return Ok(Claimed::Now);
         }
-        Ok(Claim::InFlight)
+        let row = self
+            .db
+            .fetch_optional(
+                "SELECT request_hash, status::bigint AS status, body, location, position, owner, claimed_at \
+                 FROM idempotency_keys WHERE role = $1 AND key = $2",
+                Args::new().text(&key.role).text(&key.key),
+            )
+            .await
+            .map_err(store_error)?;
+        match row {
+            // A row purged between our insert and read.
+            None => Ok(Claimed::Gone),
+            Some(row) => Ok(Claimed::Found(Self::decode(&row).map_err(store_error)?)),
+        }
     }
 
-    fn enter(&self, role: &str, key: &str) -> bool {
-        self.mark(role, key)
-    }
-
-    async fn record(
+    async fn take_over(
         &self,
         key: &IdempotencyKey,
-        status: u16,
-        body: &str,
-        location: Option<&str>,
+        from: Option<&str>,
+        replica: &str,
     ) -> Result<bool, AppError> {
+        let args = Args::new()
+            .text(&key.role)
+            .text(&key.key)
+            .text(replica)
+            .time(&Utc::now())
+            .opt_text(from.map(str::to_string));
+        let taken = self
+            .db
+            .execute(TAKE_OVER, args)
+            .await
+            .map_err(store_error)?;
+        Ok(taken == 1)
+    }
+
+    async fn record(&self, key: &IdempotencyKey, answer: &StoredAnswer) -> Result<bool, AppError> {
         let written = self
             .db
             .execute(
@@ -277,51 +182,40 @@ impl IdempotencyStore for DbIdempotencyStore {
                     .text(&key.key)
                     .text(&key.request_hash)
                     .time(&Utc::now())
-                    .int(i64::from(status))
-                    .text(body)
-                    .opt_text(location),
+                    .int(i64::from(answer.status))
+                    .text(&answer.body)
+                    .opt_text(answer.location.clone()),
             )
             .await
             .map_err(store_error)?;
         Ok(written == 1)
     }
 
-    async fn complete(
-        &self,
-        role: &str,
-        key: &str,
-        status: u16,
-        body: &str,
-        location: Option<&str>,
-    ) -> Result<(), AppError> {
+    async fn complete(&self, key: &IdempotencyKey, answer: &StoredAnswer) -> Result<(), AppError> {
         self.db
             .execute(
                 "UPDATE idempotency_keys SET status = $1, body = $2, location = $3 \
                  WHERE role = $4 AND key = $5 AND status IS NULL",
                 Args::new()
-                    .int(i64::from(status))
-                    .text(body)
-                    .opt_text(location)
-                    .text(role)
-                    .text(key),
+                    .int(i64::from(answer.status))
+                    .text(&answer.body)
+                    .opt_text(answer.location.clone())
+                    .text(&key.role)
+                    .text(&key.key),
             )
             .await
             .map_err(store_error)?;
         Ok(())
     }
 
-    async fn release(&self, role: &str, key: &str) -> Result<(), AppError> {
+    async fn release(&self, key: &IdempotencyKey, replica: &str) -> Result<(), AppError> {
         self.db
             .execute(
                 "DELETE FROM idempotency_keys WHERE role = $1 AND key = $2 AND status IS NULL AND owner = $3",
-                Args::new().text(role).text(key).text(self.owner.as_str()),
+                Args::new().text(&key.role).text(&key.key).text(replica),
             )
             .await
             .map_err(store_error)?;
         Ok(())
-    }
-
-    fn finish(&self, role: &str, key: &str) {
-        self.leave(role, key);
     }
 }

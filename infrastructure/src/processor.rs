@@ -8,10 +8,13 @@
 //!   cursor commit together (exactly-once effect).
 //! - [`ownership`]: which replica runs a processor — ownership that ends when that
 //!   replica dies (an advisory lock on a dedicated connection, or a lock file on SQLite).
+//! - [`liveness`]: replicas' ids and whether one is alive (the `application_name` of its
+//!   ownership connection), for the `Idempotency-Key` use case's abandoned claims.
 //! - [`store`]: [`DbProcessorStore`], the application's `ProcessorStore` port (ownership,
 //!   cursors) plus status listings for operators.
 
 pub mod cursor;
+pub mod liveness;
 pub mod ownership;
 pub mod store;
 

@@ -25,8 +25,8 @@ use cqrs_es::persist::{PersistedEventRepository, SerializedEvent};
 use cqrs_es::{
     Aggregate, AggregateContext, AggregateError, DomainEvent, EventEnvelope, EventStore,
 };
-use pm_application::bus::{AggregateStore, EventMetadata, Load};
-use pm_application::idempotency::{IdempotencyKey, IdempotencyKeyTaken};
+use pm_application::bus::{AggregateStore, AppendFailure, EventMetadata, Load};
+use pm_application::idempotency::IdempotencyKey;
 use pm_application::log::LogPosition;
 use pm_application::slots::{Held, Slots};
 use pm_domain::{DomainError, PmAggregate};
@@ -203,7 +203,9 @@ impl<A: PmAggregate> EventStore<A> for PmStore {
         let aggregate_id = context.aggregate_id.clone();
         let version = context.version;
         let json = serde_json::to_value(&metadata).map_err(unexpected)?;
-        self.append_events(&events, context, json, None).await?;
+        self.append_events(&events, context, json, None)
+            .await
+            .map_err(aggregate_error)?;
         Ok(events
             .into_iter()
             .enumerate()
@@ -230,7 +232,7 @@ impl PmStore {
         context: PmContext<A>,
         metadata: serde_json::Value,
         key: Option<&IdempotencyKey>,
-    ) -> StoreResult<Vec<LogPosition>> {
+    ) -> Result<Vec<LogPosition>, AppendFailure> {
         let PmContext {
             aggregate_id,
             aggregate,
@@ -250,7 +252,8 @@ impl PmStore {
                 sequence: (version + i + 1) as i64,
                 event_type: event.event_type(),
                 event_version: event.event_version(),
-                payload: serde_json::to_string(event).map_err(unexpected)?,
+                payload: serde_json::to_string(event)
+                    .map_err(|e| AppendFailure::Other(e.to_string()))?,
                 metadata: metadata.clone(),
                 conversation_id,
             });
@@ -261,7 +264,7 @@ impl PmStore {
             Err(e) => {
                 // Whatever happened, our picture of the aggregate may be stale now.
                 slot.0 = None;
-                return Err(aggregate_error(e));
+                return Err(append_failure(e));
             }
         };
         if version == 0 {
@@ -283,15 +286,26 @@ impl PmStore {
     }
 }
 
-/// An append's error in cqrs-es's terms: a lost race is `AggregateConflict` (the bus
-/// retries it), the store away `DatabaseConnectionError`, a taken key
-/// [`IdempotencyKeyTaken`] (the idempotency layer answers it).
-fn aggregate_error(e: AppendError) -> AggregateError<DomainError> {
+/// An append's error in the bus's typed terms: a lost race is a conflict (the bus
+/// retries it), a taken key is answered by the `Idempotency-Key` use case.
+fn append_failure(e: AppendError) -> AppendFailure {
     match e {
-        AppendError::Conflict => AggregateError::AggregateConflict,
-        AppendError::KeyTaken => AggregateError::UnexpectedError(Box::new(IdempotencyKeyTaken)),
-        AppendError::Unavailable(e) => AggregateError::DatabaseConnectionError(e.into()),
-        AppendError::Other(e) => AggregateError::UnexpectedError(e.into()),
+        AppendError::Conflict => AppendFailure::Conflict,
+        AppendError::KeyTaken => AppendFailure::KeyTaken,
+        AppendError::Unavailable(e) => AppendFailure::Unavailable(e),
+        AppendError::Other(e) => AppendFailure::Other(e),
+    }
+}
+
+/// An append's failure in cqrs-es's terms, for [`EventStore::commit`] (which carries no
+/// key, so a taken key cannot happen there).
+fn aggregate_error(e: AppendFailure) -> AggregateError<DomainError> {
+    match e {
+        AppendFailure::Conflict => AggregateError::AggregateConflict,
+        AppendFailure::Unavailable(e) => AggregateError::DatabaseConnectionError(e.into()),
+        AppendFailure::KeyTaken | AppendFailure::Other(_) => {
+            AggregateError::UnexpectedError(e.to_string().into())
+        }
     }
 }
 
@@ -306,8 +320,9 @@ impl<A: PmAggregate> AggregateStore<A> for PmStore {
         context: PmContext<A>,
         metadata: &EventMetadata,
         key: Option<&IdempotencyKey>,
-    ) -> StoreResult<Vec<LogPosition>> {
-        let json = serde_json::to_value(metadata).map_err(unexpected)?;
+    ) -> Result<Vec<LogPosition>, AppendFailure> {
+        let json =
+            serde_json::to_value(metadata).map_err(|e| AppendFailure::Other(e.to_string()))?;
         self.append_events(&events, context, json, key).await
     }
 }

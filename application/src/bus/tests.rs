@@ -89,6 +89,7 @@ impl Lookup for NoLookup {
 enum Fault {
     Conflict,
     Unreachable,
+    KeyTaken,
 }
 
 #[derive(Default)]
@@ -148,19 +149,20 @@ impl AggregateStore<Note> for FakeStore {
         _: Ctx,
         _: &EventMetadata,
         _: Option<&IdempotencyKey>,
-    ) -> Result<Vec<LogPosition>, AggregateError<DomainError>> {
+    ) -> Result<Vec<LogPosition>, AppendFailure> {
         *self.appends.lock().expect("lock") += 1;
         let fault = {
             let mut faults = self.faults.lock().expect("lock");
             (!faults.is_empty()).then(|| faults.remove(0))
         };
         match fault {
-            Some(Fault::Conflict) => Err(AggregateError::AggregateConflict),
-            Some(Fault::Unreachable) => Err(AggregateError::DatabaseConnectionError("down".into())),
+            Some(Fault::Conflict) => Err(AppendFailure::Conflict),
+            Some(Fault::Unreachable) => Err(AppendFailure::Unavailable("down".into())),
+            Some(Fault::KeyTaken) => Err(AppendFailure::KeyTaken),
             None => {
                 let mut stored = self.stored.lock().expect("lock");
                 if stored.is_some() {
-                    return Err(AggregateError::AggregateConflict);
+                    return Err(AppendFailure::Conflict);
                 }
                 *stored = events.last().map(|e| e.0.clone());
                 Ok(vec![LogPosition(42)])
@@ -270,5 +272,17 @@ async fn given_an_unreachable_store_then_unavailable_without_retry() {
         .await
         .expect_err("unavailable");
     assert!(matches!(err, AppError::Unavailable(_)));
+    assert_eq!(*bus.store().appends.lock().expect("lock"), 1);
+}
+
+#[tokio::test]
+async fn given_a_taken_key_then_the_typed_key_taken_error_without_retry() {
+    let store = FakeStore::default();
+    *store.faults.lock().expect("lock") = vec![Fault::KeyTaken];
+    let bus = bus(store, 3);
+    let err = run(&bus, "hi", Load::AssumeNew)
+        .await
+        .expect_err("key taken");
+    assert!(matches!(err, AppError::IdempotencyKeyTaken));
     assert_eq!(*bus.store().appends.lock().expect("lock"), 1);
 }

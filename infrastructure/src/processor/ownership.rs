@@ -2,7 +2,8 @@
 //! within one ownership check of a crash, not after a lease expires.
 //!
 //! - **PostgreSQL**: a session-level advisory lock per processor, held on one dedicated
-//!   connection of this replica (its `application_name` is the replica's owner id). When
+//!   connection of this replica (its `application_name` is the replica's id, which is
+//!   what [`super::liveness`] looks for to tell that the replica is alive). When
 //!   the process dies its connection closes and PostgreSQL releases the locks at once. The
 //!   owner confirms its connection answers at every check; a connection that does not
 //!   answer is dropped, and with it the ownership.
@@ -171,7 +172,7 @@ impl Ownership {
                 if held.connection.is_none() {
                     let options = (**options)
                         .clone()
-                        .application_name(owner)
+                        .application_name(super::liveness::application_name(owner))
                         .log_statements(tracing::log::LevelFilter::Off);
                     let connection =
                         tokio::time::timeout(CHECK_TIMEOUT, PgConnection::connect_with(&options))
