@@ -60,6 +60,27 @@ pub struct NewEvent {
     pub conversation_id: Option<Uuid>,
 }
 
+/// A processor's cursor moved with an append, from where the processor read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CursorMove<'a> {
+    /// The processor.
+    pub processor: &'a str,
+    /// Where the cursor must still be.
+    pub from: LogPosition,
+    /// Where it moves.
+    pub to: LogPosition,
+}
+
+/// What an append in a caller's transaction did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    /// The last row's position (`None`: no rows).
+    pub last: Option<LogPosition>,
+    /// Whether the cursor moved (`true` without one); when it did not, another owner moved
+    /// it and the caller must roll back.
+    pub cursor_moved: bool,
+}
+
 /// Why an append wrote nothing.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AppendError {
@@ -159,8 +180,9 @@ impl Appender {
         Ok(positions)
     }
 
-    /// Appends `rows` in `tx` (the caller commits) and, for a processor's batch, moves
-    /// `cursor` = (processor, position) with them; answers the last row's position.
+    /// Appends `rows` in `tx` (the caller commits) and, for a processor's batch, moves its
+    /// cursor with them if it is still where the batch was read (compare-and-set, in the
+    /// same statement on PostgreSQL).
     ///
     /// # Errors
     /// [`AppendError`]; the transaction must be rolled back then.
@@ -168,8 +190,8 @@ impl Appender {
         &self,
         tx: &mut Tx,
         rows: &[NewEvent],
-        cursor: Option<(&str, LogPosition)>,
-    ) -> Result<Option<LogPosition>, AppendError> {
+        cursor: Option<CursorMove<'_>>,
+    ) -> Result<Appended, AppendError> {
         within::append(tx, rows, cursor)
             .await
             .map_err(|e| AppendError::of(&e))

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use pm_application::idempotency::IdempotencyKey;
 use pm_application::log::LogPosition;
-use pm_infrastructure::append::{AppendError, Appender, NewEvent};
+use pm_infrastructure::append::{AppendError, Appender, CursorMove, NewEvent};
 use pm_infrastructure::db::Args;
 use pm_infrastructure::Database;
 use pm_test_db::{on_both_backends, TestDb};
@@ -34,6 +34,14 @@ fn row(aggregate_id: &str, sequence: i64) -> NewEvent {
         payload: format!(r#"{{"n":{sequence}}}"#),
         metadata: "{}".into(),
         conversation_id: Some(Uuid::nil()),
+    }
+}
+
+fn moving(from: i64, to: i64) -> CursorMove<'static> {
+    CursorMove {
+        processor: "test",
+        from: LogPosition(from),
+        to: LogPosition(to),
     }
 }
 
@@ -215,14 +223,11 @@ async fn rows_in_a_transaction_move_a_cursor_with_them_or_vanish(db: TestDb) {
 
     let mut tx = database.begin().await.expect("begin");
     let last = appender
-        .append_in(
-            &mut tx,
-            &[row("a", 1), row("a", 2)],
-            Some(("test", LogPosition(7))),
-        )
+        .append_in(&mut tx, &[row("a", 1), row("a", 2)], Some(moving(0, 7)))
         .await
-        .expect("appended")
-        .expect("a position");
+        .expect("appended");
+    assert!(last.cursor_moved);
+    let last = last.last.expect("a position");
     tx.commit().await.expect("commit");
     assert_eq!(cursor().await, 7);
     assert_eq!(
@@ -232,10 +237,19 @@ async fn rows_in_a_transaction_move_a_cursor_with_them_or_vanish(db: TestDb) {
 
     let mut tx = database.begin().await.expect("begin");
     appender
-        .append_in(&mut tx, &[row("a", 3)], Some(("test", LogPosition(9))))
+        .append_in(&mut tx, &[row("a", 3)], Some(moving(7, 9)))
         .await
         .expect("appended");
     drop(tx);
+    // A cursor that is not where the batch was read does not move (the caller rolls back).
+    for rows in [vec![row("a", 3)], vec![]] {
+        let mut tx = database.begin().await.expect("begin");
+        let stale = appender
+            .append_in(&mut tx, &rows, Some(moving(3, 9)))
+            .await
+            .expect("appended");
+        assert!(!stale.cursor_moved, "a cursor moved from where it was not");
+    }
     assert_eq!(cursor().await, 7, "a rolled back append moves nothing");
     assert_eq!(log(&database).await.len(), 2);
 

@@ -1,38 +1,45 @@
 //! Appending rows inside a caller's transaction (a saga write), with a processor's cursor
-//! moved by the same statement on PostgreSQL: the log's order lock is held from this
-//! statement to the caller's commit, so the caller appends last and commits at once.
+//! moved from where the caller read it (compare-and-set) by the same statement on
+//! PostgreSQL: the log's order lock is held from this statement to the caller's commit, so
+//! the caller appends last and commits at once.
 
 use pm_application::log::LogPosition;
 
-use super::NewEvent;
+use super::{Appended, CursorMove, NewEvent};
 use crate::db::{Args, Tx};
-use crate::processor::cursor;
 
 /// Rows per multi-row statement on SQLite (well below its parameter limit).
 const CHUNK: usize = 500;
 
 /// The rows (as arrays: one prepared statement whatever their number) and the cursor's
-/// move (`$9` the processor, `NULL` for none) in one PostgreSQL statement.
+/// move from `$12` to `$10` (`$9` the processor, `NULL` for none) in one PostgreSQL
+/// statement; answers the last position and whether the cursor moved.
 const PG_ROWS_AND_CURSOR: &str = "\
 WITH ins AS (
   INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, conversation_id)
   SELECT * FROM UNNEST($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[]::json[], $7::text[]::json[], $8::uuid[])
   RETURNING global_position
 ), moved AS (
-  UPDATE processors SET cursor_seq = $10, updated_at = $11::timestamptz WHERE name = $9
+  UPDATE processors SET cursor_seq = $10, updated_at = $11::timestamptz
+  WHERE name = $9 AND cursor_seq = $12
+  RETURNING 1
 )
-SELECT max(global_position) AS last FROM ins";
+SELECT (SELECT max(global_position) FROM ins) AS last, (SELECT count(*) FROM moved) AS moved";
 
-/// Appends `rows` in `tx` and moves `cursor`; answers the last row's position.
+/// The cursor's move from `$4` to `$2` alone.
+const MOVE_CURSOR: &str = "UPDATE processors SET cursor_seq = $2, updated_at = $3::timestamptz \
+     WHERE name = $1 AND cursor_seq = $4";
+
+/// Appends `rows` in `tx` and moves `cursor` if it is still where it was read.
 pub(super) async fn append(
     tx: &mut Tx,
     rows: &[NewEvent],
-    cursor: Option<(&str, LogPosition)>,
-) -> Result<Option<LogPosition>, sqlx::Error> {
+    cursor: Option<CursorMove<'_>>,
+) -> Result<Appended, sqlx::Error> {
     if let Tx::Postgres(pg) = tx {
         if !rows.is_empty() {
             let column = |f: fn(&NewEvent) -> &str| rows.iter().map(f).collect::<Vec<_>>();
-            let last: Option<i64> = sqlx::query_scalar(PG_ROWS_AND_CURSOR)
+            let (last, moved): (Option<i64>, i64) = sqlx::query_as(PG_ROWS_AND_CURSOR)
                 .bind(column(|r| r.aggregate_type))
                 .bind(column(|r| &r.aggregate_id))
                 .bind(rows.iter().map(|r| r.sequence).collect::<Vec<_>>())
@@ -41,12 +48,16 @@ pub(super) async fn append(
                 .bind(column(|r| &r.payload))
                 .bind(column(|r| &r.metadata))
                 .bind(rows.iter().map(|r| r.conversation_id).collect::<Vec<_>>())
-                .bind(cursor.map(|(name, _)| name))
-                .bind(cursor.map(|(_, to)| to.0))
+                .bind(cursor.map(|c| c.processor))
+                .bind(cursor.map(|c| c.to.0))
                 .bind(pm_domain::time::format(&chrono::Utc::now()))
+                .bind(cursor.map(|c| c.from.0))
                 .fetch_one(&mut **pg)
                 .await?;
-            return Ok(last.map(LogPosition));
+            return Ok(Appended {
+                last: last.map(LogPosition),
+                cursor_moved: cursor.is_none() || moved > 0,
+            });
         }
     }
     let mut last = None;
@@ -77,8 +88,16 @@ pub(super) async fn append(
             last = last.max(Some(LogPosition(row.int("global_position")?)));
         }
     }
-    if let Some((name, to)) = cursor {
-        cursor::advance(tx, name, to).await?;
-    }
-    Ok(last)
+    let cursor_moved = match cursor {
+        Some(c) => {
+            let args = Args::new()
+                .text(c.processor)
+                .int(c.to.0)
+                .time(&chrono::Utc::now())
+                .int(c.from.0);
+            tx.execute(MOVE_CURSOR, args).await? == 1
+        }
+        None => true,
+    };
+    Ok(Appended { last, cursor_moved })
 }

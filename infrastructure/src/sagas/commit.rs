@@ -1,7 +1,8 @@
-//! One saga transaction: for a processor batch, lock the saga processor's row and check
-//! the cursor; move every conversation decided on to its next version (compare-and-set:
-//! one moved by another writer is a conflict); spend the deadlines it fires; write the
-//! deadline and read rows; append the runes and move the cursor — all or nothing.
+//! One saga transaction: move every conversation decided on to its next version
+//! (compare-and-set: one moved by another writer is a conflict); spend the deadlines it
+//! fires; write the deadline and read rows; append the runes and, for a processor batch,
+//! move the cursor from where the batch was read (compare-and-set, in the runes'
+//! statement) — all or nothing.
 //!
 //! Only a batch touches the processor's row: controls and deadlines lock the rows of their
 //! own conversations, so writers of different conversations commit in parallel. The runes
@@ -19,9 +20,8 @@ use pm_domain::saga::{AgentRune, ConversationState, Deadline, DeadlineOp, Instan
 use pm_domain::EVENT_VERSION;
 use uuid::Uuid;
 
-use crate::append::{AppendError, Appender, NewEvent};
+use crate::append::{AppendError, Appender, CursorMove, NewEvent};
 use crate::db::{Args, DbRow, Tx};
-use crate::processor::cursor;
 use crate::processor::store::store_error;
 use crate::Database;
 
@@ -46,14 +46,6 @@ pub async fn commit(
 ) -> Result<Committed, CommitError> {
     let now = Utc::now();
     let mut tx = db.begin().await.map_err(sql_error)?;
-    if let Some((from, _)) = batch {
-        cursor::lock(&mut tx, SAGAS, from)
-            .await
-            .map_err(|e| match e {
-                cursor::CursorError::Moved => CommitError::CursorMoved,
-                cursor::CursorError::Sql(e) => sql_error(e),
-            })?;
-    }
     let all = || write.conversations.iter().map(|(c, _)| *c).collect();
     let conflicts = versions(&mut tx, &write.conversations, &now)
         .await
@@ -75,9 +67,15 @@ pub async fn commit(
     turns(&mut tx, write).await.map_err(sql_error)?;
     anomalies(&mut tx, write).await.map_err(sql_error)?;
     let runes: Vec<NewEvent> = write.runes.iter().map(rune).collect();
-    let cursor = batch.map(|(_, to)| (SAGAS, to));
+    let cursor = batch.map(|(from, to)| CursorMove {
+        processor: SAGAS,
+        from,
+        to,
+    });
     let last_position = match appender.append_in(&mut tx, &runes, cursor).await {
-        Ok(last) => last,
+        // Another owner moved the cursor: the transaction is dropped, nothing written.
+        Ok(appended) if !appended.cursor_moved => return Err(CommitError::CursorMoved),
+        Ok(appended) => appended.last,
         // A taken sequence: another writer appended to a stream of these conversations.
         Err(AppendError::Conflict | AppendError::KeyTaken) => {
             return Err(CommitError::Conflict {
