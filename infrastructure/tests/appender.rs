@@ -3,8 +3,8 @@
 //! answered once, rows inside a caller's transaction move a cursor with them and vanish with
 //! a rollback, and readers are rung.
 
+mod support;
 use std::collections::BTreeSet;
-use std::time::Duration;
 
 use pm_application::idempotency::IdempotencyKey;
 use pm_application::log::LogPosition;
@@ -16,10 +16,7 @@ use tokio::sync::watch;
 use uuid::Uuid;
 
 async fn appender(db: &TestDb) -> (Appender, Database, watch::Receiver<u64>) {
-    let database = Database::connect(&db.url, 8, Duration::from_secs(5))
-        .await
-        .expect("connect");
-    database.migrate().await.expect("migrate");
+    let database = support::migrated(db, 8).await;
     let (doorbell, rung) = watch::channel(0);
     (Appender::new(database.clone(), doorbell), database, rung)
 }
@@ -201,13 +198,7 @@ async fn concurrent_appends_are_each_answered_once(db: TestDb) {
 
 async fn rows_in_a_transaction_move_a_cursor_with_them_or_vanish(db: TestDb) {
     let (appender, database, _rung) = appender(&db).await;
-    database
-        .execute(
-            "INSERT INTO processors (name) VALUES ($1)",
-            Args::new().text("test"),
-        )
-        .await
-        .expect("a processor");
+    support::processor_row(&database, "test").await;
     let cursor = || async {
         database
             .fetch_optional(

@@ -5,6 +5,7 @@
 //! go; a replica is alive while its ownership connection (PostgreSQL) or process (SQLite)
 //! is.
 
+mod support;
 use std::time::Duration;
 
 use pm_application::idempotency::{
@@ -18,11 +19,7 @@ use pm_infrastructure::Database;
 use pm_test_db::{on_both_backends, TestDb};
 
 async fn database(db: &TestDb) -> Database {
-    let database = Database::connect(&db.url, 8, Duration::from_secs(5))
-        .await
-        .expect("connect");
-    database.migrate().await.expect("migrate");
-    database
+    support::migrated(db, 8).await
 }
 
 fn key(key: &str, hash: &str) -> IdempotencyKey {

@@ -3,7 +3,7 @@
 //! commit in parallel, only one of several writers of one conversation commits, a batch
 //! moves the cursor only from where it started, and a fired deadline is spent once.
 
-use std::time::Duration;
+mod support;
 
 use chrono::Utc;
 use pm_application::bus::EventMetadata;
@@ -21,10 +21,7 @@ use tokio::sync::watch;
 use uuid::Uuid;
 
 async fn store(db: &TestDb) -> (DbSagaStore, Database) {
-    let database = Database::connect(&db.url, 8, Duration::from_secs(5))
-        .await
-        .expect("connect");
-    database.migrate().await.expect("migrate");
+    let database = support::migrated(db, 8).await;
     let (doorbell, _) = watch::channel(0);
     let appender = Appender::new(database.clone(), doorbell);
     (DbSagaStore::new(database.clone(), appender), database)
@@ -68,6 +65,14 @@ fn started(conversation: Uuid) -> Vec<NewRune> {
             }
         })
         .collect()
+}
+
+/// The first write of a conversation: its start's runes, from version 0.
+fn start(conversation: Uuid) -> SagaWrite {
+    SagaWrite {
+        runes: started(conversation),
+        ..write(conversation, 0)
+    }
 }
 
 fn deadline(conversation: Uuid) -> Deadline {
@@ -138,15 +143,7 @@ async fn different_conversations_commit_in_parallel(db: TestDb) {
         .map(|c| {
             let (store, c) = (store.clone(), *c);
             tokio::spawn(async move {
-                store
-                    .commit(
-                        SagaWrite {
-                            runes: started(c),
-                            ..write(c, 0)
-                        },
-                        None,
-                    )
-                    .await?;
+                store.commit(start(c), None).await?;
                 for version in 1..5 {
                     store.commit(write(c, version), None).await?;
                 }
@@ -170,17 +167,7 @@ async fn of_several_writers_of_one_conversation_one_commits(db: TestDb) {
     let tasks: Vec<_> = (0..8)
         .map(|_| {
             let store = store.clone();
-            tokio::spawn(async move {
-                store
-                    .commit(
-                        SagaWrite {
-                            runes: started(c),
-                            ..write(c, 0)
-                        },
-                        None,
-                    )
-                    .await
-            })
+            tokio::spawn(async move { store.commit(start(c), None).await })
         })
         .collect();
     let mut committed = 0;
@@ -204,13 +191,7 @@ async fn of_several_writers_of_one_conversation_one_commits(db: TestDb) {
 async fn a_batch_moves_the_cursor_only_from_where_it_started(db: TestDb) {
     let (store, database) = store(&db).await;
     // The runner claims its processor's row before it applies anything.
-    database
-        .execute(
-            "INSERT INTO processors (name) VALUES ($1)",
-            Args::new().text("sagas"),
-        )
-        .await
-        .expect("the processor's row");
+    support::processor_row(&database, "sagas").await;
     let c = Uuid::new_v4();
     let batch = SagaWrite {
         runes: started(c),

@@ -6,8 +6,9 @@
 
 mod oracle;
 mod script;
+#[path = "../support/mod.rs"]
+mod support;
 
-use std::time::Duration;
 
 use pm_application::fact::Fact;
 use pm_application::log::{LogPosition, LoggedEvent};
@@ -164,10 +165,7 @@ async fn check(db: &Database, steps: &[(script::Step, i64)], sizes: &[usize]) {
 
 /// The property on one backend, with one database for all its cases.
 async fn batch_path_equals_the_per_event_oracle(db: TestDb) {
-    let database = Database::connect(&db.url, 4, Duration::from_secs(5))
-        .await
-        .expect("connect");
-    database.migrate().await.expect("migrate");
+    let database = support::migrated(&db, 4).await;
     create(&database, BATCHED).await;
     create(&database, SINGLE).await;
     let config = Config {
