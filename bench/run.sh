@@ -5,6 +5,8 @@
 #
 #   bench/run.sh                                   # C=32 T=10s
 #   C=32 T=20s MIXES="messages task-checkpoints" bench/run.sh
+#   BIN=/path/to/other/build bench/run.sh          # binaries built elsewhere (an A/B against
+#                                                  # another commit), not built here
 #
 # Commands carry an Idempotency-Key (pm-client's default); the mixes of KEYLESS (default
 # messages and task-checkpoints) run a second time without one (--no-idempotency-keys).
@@ -21,9 +23,13 @@ MIXES=${MIXES-"messages task-checkpoints ingest llm mixed"}
 KEYLESS=${KEYLESS-"messages task-checkpoints"}
 PG=${PG:-postgres://postgres@127.0.0.1:5432}
 PORT=${PORT:-18090}
-OUT=bench/results.jsonl
+OUT=${OUT:-bench/results.jsonl}
+BIN=${BIN:-}
 
-cargo build --release -q -p project-manager --bin project-manager -p pm-bench --bin pm-bench
+if [ -z "$BIN" ]; then
+  cargo build --release -q -p project-manager --bin project-manager -p pm-bench --bin pm-bench
+  BIN=target/release
+fi
 : > "$OUT"
 
 # bench MIX [pm-bench options…]: one run on a fresh database; appends its report to $OUT.
@@ -31,9 +37,9 @@ bench() {
   local mix=$1; shift
   psql -q "$PG/postgres" -c "DROP DATABASE IF EXISTS pm_bench_svc" -c "CREATE DATABASE pm_bench_svc"
   DATABASE_URL="$PG/pm_bench_svc" PM_BIND="127.0.0.1:$PORT" RUST_LOG=warn \
-    target/release/project-manager & local pid=$!
+    "$BIN/project-manager" & local pid=$!
   for _ in $(seq 1 50); do curl -sf "http://127.0.0.1:$PORT/readyz" >/dev/null && break; sleep 0.2; done
-  target/release/pm-bench --url "http://127.0.0.1:$PORT" --database-url "$PG/pm_bench_svc" \
+  "$BIN/pm-bench" --url "http://127.0.0.1:$PORT" --database-url "$PG/pm_bench_svc" \
     --mix "$mix" --concurrency "$C" --duration "$T" --pid "$pid" --json "$@" | tee -a "$OUT"
   kill -TERM "$pid"; wait "$pid" || true
 }
