@@ -117,6 +117,28 @@ impl AppendError {
     }
 }
 
+/// The PostgreSQL query of an append: `query` with the rows' eight columns bound as
+/// arrays (`$1` to `$8`: aggregate type, id, sequence, event type, version, payload,
+/// metadata, conversation), the order every `UNNEST` of the appender reads them in.
+fn bind_rows<'q, O, R>(
+    query: sqlx::query::QueryAs<'q, sqlx::Postgres, O, sqlx::postgres::PgArguments>,
+    rows: R,
+) -> sqlx::query::QueryAs<'q, sqlx::Postgres, O, sqlx::postgres::PgArguments>
+where
+    R: Iterator<Item = &'q NewEvent> + Clone,
+{
+    let text = |f: fn(&'q NewEvent) -> &'q str| rows.clone().map(f).collect::<Vec<_>>();
+    query
+        .bind(text(|r| r.aggregate_type))
+        .bind(text(|r| &r.aggregate_id))
+        .bind(rows.clone().map(|r| r.sequence).collect::<Vec<_>>())
+        .bind(text(|r| &r.event_type))
+        .bind(text(|r| &r.event_version))
+        .bind(text(|r| &r.payload))
+        .bind(text(|r| &r.metadata))
+        .bind(rows.map(|r| r.conversation_id).collect::<Vec<_>>())
+}
+
 /// Whether `e` is an unclaimed key's row colliding with one committed meanwhile.
 fn is_key_race(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(db)

@@ -3,12 +3,11 @@
 //! statement (PostgreSQL) or transaction (SQLite), so a durable fact always has its key's
 //! answer.
 
+use super::{AppendError, NewEvent};
+use crate::db::Args;
+use crate::Database;
 use pm_application::idempotency::IdempotencyKey;
 use pm_application::log::LogPosition;
-use sqlx::QueryBuilder;
-
-use super::{AppendError, NewEvent};
-use crate::Database;
 
 /// Marks a claimed key done with the fact at `position` (`$1` role, `$2` key,
 /// `$3` position); a key that is not pending (or not claimed at all) is left alone.
@@ -52,27 +51,7 @@ pub(super) async fn append(
     let classify = |e: sqlx::Error| AppendError::of(&e);
     let mut returned: Vec<(i64, LogPosition)> = match db {
         Database::Postgres(pool) => {
-            let fetched: Vec<(i64, i64)> = sqlx::query_as(PG_APPEND)
-                .bind(rows.iter().map(|r| r.aggregate_type).collect::<Vec<_>>())
-                .bind(
-                    rows.iter()
-                        .map(|r| r.aggregate_id.as_str())
-                        .collect::<Vec<_>>(),
-                )
-                .bind(rows.iter().map(|r| r.sequence).collect::<Vec<_>>())
-                .bind(
-                    rows.iter()
-                        .map(|r| r.event_type.as_str())
-                        .collect::<Vec<_>>(),
-                )
-                .bind(
-                    rows.iter()
-                        .map(|r| r.event_version.as_str())
-                        .collect::<Vec<_>>(),
-                )
-                .bind(rows.iter().map(|r| r.payload.as_str()).collect::<Vec<_>>())
-                .bind(rows.iter().map(|r| r.metadata.as_str()).collect::<Vec<_>>())
-                .bind(rows.iter().map(|r| r.conversation_id).collect::<Vec<_>>())
+            let fetched: Vec<(i64, i64)> = super::bind_rows(sqlx::query_as(PG_APPEND), rows.iter())
                 .bind(key.map(|k| k.role.as_str()))
                 .bind(key.map(|k| k.key.as_str()))
                 .bind(key.is_some_and(|k| k.claimed))
@@ -85,53 +64,32 @@ pub(super) async fn append(
                 .map(|(sequence, seq)| (sequence, LogPosition(seq)))
                 .collect()
         }
-        Database::Sqlite(pool) => {
-            let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.map_err(classify)?;
-            let mut builder = QueryBuilder::new(
-                "INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, conversation_id) ",
-            );
-            builder.push_values(rows, |mut b, row| {
-                b.push_bind(row.aggregate_type)
-                    .push_bind(row.aggregate_id.as_str())
-                    .push_bind(row.sequence)
-                    .push_bind(row.event_type.as_str())
-                    .push_bind(row.event_version.as_str())
-                    .push_bind(row.payload.as_str())
-                    .push_bind(row.metadata.as_str())
-                    .push_bind(row.conversation_id.map(|c| c.to_string()));
-            });
-            builder.push(" RETURNING sequence, global_position");
-            let fetched: Vec<(i64, i64)> = builder
-                .build_query_as()
-                .fetch_all(&mut *tx)
+        Database::Sqlite(_) => {
+            // `BEGIN IMMEDIATE`: the one writer's lock from the start.
+            let mut tx = db.begin().await.map_err(classify)?;
+            let written = super::within::insert(&mut tx, rows)
                 .await
                 .map_err(classify)?;
-            let last = fetched.iter().map(|(_, p)| *p).max();
+            let last = written.iter().map(|(_, p)| p.0).max();
             if let (Some(key), Some(last)) = (key, last) {
-                let query = if key.claimed {
-                    sqlx::query(COMPLETE_KEY)
-                        .bind(&key.role)
-                        .bind(&key.key)
-                        .bind(last.to_string())
+                let args = Args::new().text(key.role.as_str()).text(key.key.as_str());
+                let (sql, args) = if key.claimed {
+                    (COMPLETE_KEY, args.text(last.to_string()))
                 } else {
-                    sqlx::query(RECORD_KEY)
-                        .bind(&key.role)
-                        .bind(&key.key)
-                        .bind(&key.request_hash)
-                        .bind(last.to_string())
-                        .bind(pm_domain::time::format(&chrono::Utc::now()))
+                    let args = args
+                        .text(key.request_hash.as_str())
+                        .text(last.to_string())
+                        .time(&chrono::Utc::now());
+                    (RECORD_KEY, args)
                 };
-                let written = query.execute(&mut *tx).await.map_err(classify)?;
-                if !key.claimed && written.rows_affected() == 0 {
+                let recorded = tx.execute(sql, args).await.map_err(classify)?;
+                if !key.claimed && recorded == 0 {
                     // Dropping the transaction rolls the facts back.
                     return Err(AppendError::KeyTaken);
                 }
             }
             tx.commit().await.map_err(classify)?;
-            fetched
-                .into_iter()
-                .map(|(sequence, seq)| (sequence, LogPosition(seq)))
-                .collect()
+            written
         }
     };
     returned.sort_by_key(|(sequence, _)| *sequence);

@@ -206,40 +206,30 @@ async fn write(pool: &PgPool, jobs: Vec<Job>) {
 /// The batch's one statement.
 async fn statement(pool: &PgPool, jobs: &[Job]) -> Result<Vec<WrittenRow>, sqlx::Error> {
     let keys = || jobs.iter().map(|j| j.key.as_ref());
-    let column = |f: fn(&NewEvent) -> &str| jobs.iter().map(|j| f(&j.row)).collect::<Vec<_>>();
-    sqlx::query_as(PG_APPEND_SKIPPING_TAKEN)
-        .bind(column(|r| r.aggregate_type))
-        .bind(column(|r| &r.aggregate_id))
-        .bind(jobs.iter().map(|j| j.row.sequence).collect::<Vec<_>>())
-        .bind(column(|r| &r.event_type))
-        .bind(column(|r| &r.event_version))
-        .bind(column(|r| &r.payload))
-        .bind(column(|r| &r.metadata))
-        .bind(
-            jobs.iter()
-                .map(|j| j.row.conversation_id)
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            keys()
-                .map(|k| k.map(|k| k.role.as_str()))
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            keys()
-                .map(|k| k.map(|k| k.key.as_str()))
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            keys()
-                .map(|k| k.map(|k| k.request_hash.as_str()))
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            keys()
-                .map(|k| k.is_some_and(|k| k.claimed))
-                .collect::<Vec<_>>(),
-        )
-        .fetch_all(pool)
-        .await
+    super::bind_rows(
+        sqlx::query_as(PG_APPEND_SKIPPING_TAKEN),
+        jobs.iter().map(|j| &j.row),
+    )
+    .bind(
+        keys()
+            .map(|k| k.map(|k| k.role.as_str()))
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        keys()
+            .map(|k| k.map(|k| k.key.as_str()))
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        keys()
+            .map(|k| k.map(|k| k.request_hash.as_str()))
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        keys()
+            .map(|k| k.is_some_and(|k| k.claimed))
+            .collect::<Vec<_>>(),
+    )
+    .fetch_all(pool)
+    .await
 }

@@ -38,29 +38,42 @@ pub(super) async fn append(
 ) -> Result<Appended, sqlx::Error> {
     if let Tx::Postgres(pg) = tx {
         if !rows.is_empty() {
-            let column = |f: fn(&NewEvent) -> &str| rows.iter().map(f).collect::<Vec<_>>();
-            let (last, moved): (Option<i64>, i64) = sqlx::query_as(PG_ROWS_AND_CURSOR)
-                .bind(column(|r| r.aggregate_type))
-                .bind(column(|r| &r.aggregate_id))
-                .bind(rows.iter().map(|r| r.sequence).collect::<Vec<_>>())
-                .bind(column(|r| &r.event_type))
-                .bind(column(|r| &r.event_version))
-                .bind(column(|r| &r.payload))
-                .bind(column(|r| &r.metadata))
-                .bind(rows.iter().map(|r| r.conversation_id).collect::<Vec<_>>())
-                .bind(cursor.map(|c| c.processor))
-                .bind(cursor.map(|c| c.to.0))
-                .bind(pm_domain::time::format(&chrono::Utc::now()))
-                .bind(cursor.map(|c| c.from.0))
-                .fetch_one(&mut **pg)
-                .await?;
+            let (last, moved): (Option<i64>, i64) =
+                super::bind_rows(sqlx::query_as(PG_ROWS_AND_CURSOR), rows.iter())
+                    .bind(cursor.map(|c| c.processor))
+                    .bind(cursor.map(|c| c.to.0))
+                    .bind(pm_domain::time::format(&chrono::Utc::now()))
+                    .bind(cursor.map(|c| c.from.0))
+                    .fetch_one(&mut **pg)
+                    .await?;
             return Ok(Appended {
                 last: last.map(LogPosition),
                 cursor_moved: cursor.is_none() || moved > 0,
             });
         }
     }
-    let mut last = None;
+    let last = insert(tx, rows).await?.into_iter().map(|(_, p)| p).max();
+    let cursor_moved = match cursor {
+        Some(c) => {
+            let args = Args::new()
+                .text(c.processor)
+                .int(c.to.0)
+                .time(&chrono::Utc::now())
+                .int(c.from.0);
+            tx.execute(MOVE_CURSOR, args).await? == 1
+        }
+        None => true,
+    };
+    Ok(Appended { last, cursor_moved })
+}
+
+/// Inserts `rows` in `tx` as multi-row statements (chunked); answers each row's sequence
+/// and position. The SQLite path of every append, and PostgreSQL's without arrays.
+pub(super) async fn insert(
+    tx: &mut Tx,
+    rows: &[NewEvent],
+) -> Result<Vec<(i64, LogPosition)>, sqlx::Error> {
+    let mut written = Vec::with_capacity(rows.len());
     for chunk in rows.chunks(CHUNK) {
         let args = chunk
             .iter()
@@ -81,23 +94,15 @@ pub(super) async fn append(
                 &["", "", "", "", "", "::json", "::json", "::uuid"],
                 chunk.len(),
                 args,
-                "RETURNING global_position",
+                "RETURNING sequence, global_position",
             )
             .await?;
         for row in &returned {
-            last = last.max(Some(LogPosition(row.int("global_position")?)));
+            written.push((
+                row.int("sequence")?,
+                LogPosition(row.int("global_position")?),
+            ));
         }
     }
-    let cursor_moved = match cursor {
-        Some(c) => {
-            let args = Args::new()
-                .text(c.processor)
-                .int(c.to.0)
-                .time(&chrono::Utc::now())
-                .int(c.from.0);
-            tx.execute(MOVE_CURSOR, args).await? == 1
-        }
-        None => true,
-    };
-    Ok(Appended { last, cursor_moved })
+    Ok(written)
 }

@@ -9,7 +9,6 @@ mod script;
 #[path = "../support/mod.rs"]
 mod support;
 
-
 use pm_application::fact::Fact;
 use pm_application::log::{LogPosition, LoggedEvent};
 use pm_application::processor::BatchHandler;
