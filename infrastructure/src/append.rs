@@ -12,7 +12,7 @@
 //!   included.
 //! - **Doorbell**: the appender rings this replica's readers after every committed append
 //!   (the doorbell task relays it to other replicas with `NOTIFY`, outside the append).
-//! - **Typed outcome**: [`AppendError`] says what went wrong — a taken sequence, a taken
+//! - **Typed outcome**: the bus's [`AppendFailure`] says what went wrong — a taken sequence, a taken
 //!   idempotency key, the store away, anything else — instead of a database error.
 //!
 //! Three ways in, one per kind of caller:
@@ -29,6 +29,7 @@ mod within;
 
 use std::sync::Arc;
 
+use pm_application::bus::AppendFailure;
 use pm_application::idempotency::IdempotencyKey;
 use pm_application::log::LogPosition;
 use tokio::sync::watch;
@@ -81,39 +82,20 @@ pub struct Appended {
     pub cursor_moved: bool,
 }
 
-/// Why an append wrote nothing.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum AppendError {
-    /// A row's sequence is taken: another writer appended to that stream first.
-    #[error("a stream's sequence is taken")]
-    Conflict,
-    /// The command's unclaimed `Idempotency-Key` already has a row (another request with
-    /// the key ran or runs).
-    #[error("the idempotency key is taken")]
-    KeyTaken,
-    /// The store cannot be reached, or refused for a reason that passes (a retry may
-    /// succeed).
-    #[error("the event store is unavailable: {0}")]
-    Unavailable(String),
-    /// Anything else (a bug, a corrupt row).
-    #[error("the append failed: {0}")]
-    Other(String),
-}
-
-impl AppendError {
-    /// What a database error means to an append.
-    fn of(e: &sqlx::Error) -> Self {
-        match e {
-            sqlx::Error::Database(db) if db.is_unique_violation() => {
-                if db.constraint() == Some("idempotency_keys_pkey") {
-                    Self::KeyTaken
-                } else {
-                    Self::Conflict
-                }
+/// What a database error means to an append: a taken sequence (the events' primary key)
+/// is a conflict, a taken idempotency key (its primary key) is [`AppendFailure::KeyTaken`],
+/// a transient error is the store being unavailable.
+fn failure_of(e: &sqlx::Error) -> AppendFailure {
+    match e {
+        sqlx::Error::Database(db) if db.is_unique_violation() => {
+            if db.constraint() == Some("idempotency_keys_pkey") {
+                AppendFailure::KeyTaken
+            } else {
+                AppendFailure::Conflict
             }
-            _ if crate::db::is_transient(e) => Self::Unavailable(e.to_string()),
-            _ => Self::Other(e.to_string()),
         }
+        _ if crate::db::is_transient(e) => AppendFailure::Unavailable(e.to_string()),
+        _ => AppendFailure::Other(e.to_string()),
     }
 }
 
@@ -141,8 +123,7 @@ where
 
 /// Whether `e` is an unclaimed key's row colliding with one committed meanwhile.
 fn is_key_race(e: &sqlx::Error) -> bool {
-    matches!(e, sqlx::Error::Database(db)
-        if db.is_unique_violation() && db.constraint() == Some("idempotency_keys_pkey"))
+    failure_of(e) == AppendFailure::KeyTaken
 }
 
 struct Inner {
@@ -182,18 +163,21 @@ impl Appender {
     /// when claimed) with them; answers their positions in row order.
     ///
     /// # Errors
-    /// [`AppendError`]; nothing is written then.
+    /// [`AppendFailure`]; nothing is written then.
     pub async fn append(
         &self,
         rows: Vec<NewEvent>,
         key: Option<&IdempotencyKey>,
-    ) -> Result<Vec<LogPosition>, AppendError> {
+    ) -> Result<Vec<LogPosition>, AppendFailure> {
         if rows.is_empty() {
             return Ok(Vec::new());
         }
         let positions = match (&self.inner.group_commit, rows.len()) {
             (Some(group), 1) => {
-                let row = rows.into_iter().next().ok_or(AppendError::Conflict)?;
+                let row = rows
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| AppendFailure::Other("one row to append, and none".into()))?;
                 vec![group.append(row, key.cloned()).await?]
             }
             _ => command::append(&self.inner.db, &rows, key).await?,
@@ -207,16 +191,16 @@ impl Appender {
     /// same statement on PostgreSQL).
     ///
     /// # Errors
-    /// [`AppendError`]; the transaction must be rolled back then.
+    /// [`AppendFailure`]; the transaction must be rolled back then.
     pub async fn append_in(
         &self,
         tx: &mut Tx,
         rows: &[NewEvent],
         cursor: Option<CursorMove<'_>>,
-    ) -> Result<Appended, AppendError> {
+    ) -> Result<Appended, AppendFailure> {
         within::append(tx, rows, cursor)
             .await
-            .map_err(|e| AppendError::of(&e))
+            .map_err(|e| failure_of(&e))
     }
 
     /// Tells this replica's log readers that new events may be readable (after a caller's

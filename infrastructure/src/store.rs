@@ -34,7 +34,7 @@ use postgres_es::PostgresEventRepository;
 use sqlite_es::SqliteEventRepository;
 use uuid::Uuid;
 
-use crate::append::{AppendError, Appender, NewEvent};
+use crate::append::{Appender, NewEvent};
 use crate::lookup::KnownEntities;
 use crate::Database;
 
@@ -264,7 +264,7 @@ impl PmStore {
             Err(e) => {
                 // Whatever happened, our picture of the aggregate may be stale now.
                 slot.0 = None;
-                return Err(append_failure(e));
+                return Err(e);
             }
         };
         if version == 0 {
@@ -283,17 +283,6 @@ impl PmStore {
             metrics::counter!("pm_facts_appended_total", "type" => event_type).increment(1);
         }
         Ok(positions)
-    }
-}
-
-/// An append's error in the bus's typed terms: a lost race is a conflict (the bus
-/// retries it), a taken key is answered by the `Idempotency-Key` use case.
-fn append_failure(e: AppendError) -> AppendFailure {
-    match e {
-        AppendError::Conflict => AppendFailure::Conflict,
-        AppendError::KeyTaken => AppendFailure::KeyTaken,
-        AppendError::Unavailable(e) => AppendFailure::Unavailable(e),
-        AppendError::Other(e) => AppendFailure::Other(e),
     }
 }
 

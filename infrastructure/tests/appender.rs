@@ -6,9 +6,10 @@
 mod support;
 use std::collections::BTreeSet;
 
+use pm_application::bus::AppendFailure;
 use pm_application::idempotency::IdempotencyKey;
 use pm_application::log::LogPosition;
-use pm_infrastructure::append::{AppendError, Appender, CursorMove, NewEvent};
+use pm_infrastructure::append::{Appender, CursorMove, NewEvent};
 use pm_infrastructure::db::Args;
 use pm_infrastructure::Database;
 use pm_test_db::{on_both_backends, TestDb};
@@ -108,7 +109,7 @@ async fn a_taken_sequence_is_a_conflict_that_writes_nothing(db: TestDb) {
         .expect("first");
     assert_eq!(
         appender.append(vec![row("a", 1)], None).await,
-        Err(AppendError::Conflict)
+        Err(AppendFailure::Conflict)
     );
     // A command of two facts, the second taken: neither is written.
     appender
@@ -117,7 +118,7 @@ async fn a_taken_sequence_is_a_conflict_that_writes_nothing(db: TestDb) {
         .expect("b's second");
     assert_eq!(
         appender.append(vec![row("b", 1), row("b", 2)], None).await,
-        Err(AppendError::Conflict)
+        Err(AppendFailure::Conflict)
     );
     let ids: Vec<(String, i64)> = log(&database)
         .await
@@ -151,7 +152,7 @@ async fn a_key_is_written_with_its_fact_and_a_taken_key_writes_nothing(db: TestD
     for rows in [vec![row("b", 1)], vec![row("c", 1), row("c", 2)]] {
         assert_eq!(
             appender.append(rows, Some(&k)).await,
-            Err(AppendError::KeyTaken)
+            Err(AppendFailure::KeyTaken)
         );
     }
     assert_eq!(
@@ -180,7 +181,7 @@ async fn concurrent_appends_are_each_answered_once(db: TestDb) {
     for task in tasks {
         match task.await.expect("joined") {
             Ok(p) => assert!(positions.insert(p[0]), "a position answered twice"),
-            Err(AppendError::Conflict) => conflicts += 1,
+            Err(AppendFailure::Conflict) => conflicts += 1,
             Err(e) => panic!("{e}"),
         }
     }
@@ -246,7 +247,7 @@ async fn rows_in_a_transaction_move_a_cursor_with_them_or_vanish(db: TestDb) {
 
     let mut tx = database.begin().await.expect("begin");
     let taken = appender.append_in(&mut tx, &[row("a", 2)], None).await;
-    assert_eq!(taken, Err(AppendError::Conflict));
+    assert_eq!(taken, Err(AppendFailure::Conflict));
 }
 
 on_both_backends!(

@@ -3,7 +3,9 @@
 //! statement (PostgreSQL) or transaction (SQLite), so a durable fact always has its key's
 //! answer.
 
-use super::{AppendError, NewEvent};
+use pm_application::bus::AppendFailure;
+
+use super::NewEvent;
 use crate::db::Args;
 use crate::Database;
 use pm_application::idempotency::IdempotencyKey;
@@ -42,13 +44,13 @@ SELECT sequence, global_position FROM ins";
 /// [group commit](super::group_commit) instead.
 ///
 /// # Errors
-/// [`AppendError`]; nothing is written then.
+/// [`AppendFailure`]; nothing is written then.
 pub(super) async fn append(
     db: &Database,
     rows: &[NewEvent],
     key: Option<&IdempotencyKey>,
-) -> Result<Vec<LogPosition>, AppendError> {
-    let classify = |e: sqlx::Error| AppendError::of(&e);
+) -> Result<Vec<LogPosition>, AppendFailure> {
+    let classify = |e: sqlx::Error| super::failure_of(&e);
     let mut returned: Vec<(i64, LogPosition)> = match db {
         Database::Postgres(pool) => {
             let fetched: Vec<(i64, i64)> = super::bind_rows(sqlx::query_as(PG_APPEND), rows.iter())
@@ -85,7 +87,7 @@ pub(super) async fn append(
                 let recorded = tx.execute(sql, args).await.map_err(classify)?;
                 if !key.claimed && recorded == 0 {
                     // Dropping the transaction rolls the facts back.
-                    return Err(AppendError::KeyTaken);
+                    return Err(AppendFailure::KeyTaken);
                 }
             }
             tx.commit().await.map_err(classify)?;
@@ -94,7 +96,7 @@ pub(super) async fn append(
     };
     returned.sort_by_key(|(sequence, _)| *sequence);
     if returned.len() != rows.len() {
-        return Err(AppendError::Other(format!(
+        return Err(AppendFailure::Other(format!(
             "appended {} of {} events",
             returned.len(),
             rows.len()

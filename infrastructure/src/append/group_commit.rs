@@ -2,9 +2,9 @@
 //! a writer (one: appends are serialized by the log's order lock) and written by one `INSERT … ON CONFLICT DO NOTHING RETURNING` per
 //! batch — one statement, one transaction, one WAL flush for many commands — instead of
 //! one each. A row the database skipped lost its optimistic-concurrency race (its
-//! sequence is taken): only that command gets [`AppendError::Conflict`]; a row skipped
+//! sequence is taken): only that command gets [`AppendFailure::Conflict`]; a row skipped
 //! because its unclaimed `Idempotency-Key` already has a record gets
-//! [`AppendError::KeyTaken`]; the others succeed.
+//! [`AppendFailure::KeyTaken`]; the others succeed.
 //! Each command is answered only after the batch has committed, so a `201` still means
 //! the fact is durable.
 
@@ -15,7 +15,9 @@ use pm_application::log::LogPosition;
 use sqlx::PgPool;
 use tokio::sync::{mpsc, oneshot, Mutex};
 
-use super::{is_key_race, AppendError, NewEvent};
+use pm_application::bus::AppendFailure;
+
+use super::{is_key_race, NewEvent};
 
 /// The batch's rows are inserted unless their sequence is taken or their unclaimed key
 /// already has a row; the key of every written row is written (unclaimed) or completed
@@ -66,12 +68,12 @@ const KEY_RACE_ATTEMPTS: usize = 3;
 struct Job {
     row: NewEvent,
     key: Option<IdempotencyKey>,
-    reply: oneshot::Sender<Result<LogPosition, AppendError>>,
+    reply: oneshot::Sender<Result<LogPosition, AppendFailure>>,
 }
 
 impl Job {
     /// Answers the command waiting for this row (one that went away is not an error).
-    fn answer(self, answer: Result<LogPosition, AppendError>) {
+    fn answer(self, answer: Result<LogPosition, AppendFailure>) {
         let _ = self.reply.send(answer);
     }
 }
@@ -98,15 +100,15 @@ impl GroupCommit {
     /// returns its log position once its batch has committed.
     ///
     /// # Errors
-    /// [`AppendError::Conflict`] when the sequence is taken, [`AppendError::KeyTaken`]
+    /// [`AppendFailure::Conflict`] when the sequence is taken, [`AppendFailure::KeyTaken`]
     /// when the unclaimed key already has a record, otherwise the batch's error.
     pub(super) async fn append(
         &self,
         row: NewEvent,
         key: Option<IdempotencyKey>,
-    ) -> Result<LogPosition, AppendError> {
+    ) -> Result<LogPosition, AppendFailure> {
         let (reply, answer) = oneshot::channel();
-        let gone = || AppendError::Unavailable("the append workers stopped".into());
+        let gone = || AppendFailure::Unavailable("the append workers stopped".into());
         self.jobs
             .send(Job { row, key, reply })
             .await
@@ -146,7 +148,7 @@ async fn write(pool: &PgPool, jobs: Vec<Job>) {
         _ => true,
     });
     for job in repeats {
-        job.answer(Err(AppendError::KeyTaken));
+        job.answer(Err(AppendFailure::KeyTaken));
     }
     // Two rows for one stream's sequence cannot both be written, and the statement's result
     // names the row written, not which job's it was: the second is a lost race, as if the
@@ -161,7 +163,7 @@ async fn write(pool: &PgPool, jobs: Vec<Job>) {
         ))
     });
     for job in raced {
-        job.answer(Err(AppendError::Conflict));
+        job.answer(Err(AppendFailure::Conflict));
     }
     let mut attempt = 1;
     let result = loop {
@@ -179,8 +181,8 @@ async fn write(pool: &PgPool, jobs: Vec<Job>) {
                 });
                 let answer = match written {
                     Some((_, _, _, Some(position))) => Ok(LogPosition(*position)),
-                    Some((_, _, _, None)) => Err(AppendError::KeyTaken),
-                    None => Err(AppendError::Conflict),
+                    Some((_, _, _, None)) => Err(AppendFailure::KeyTaken),
+                    None => Err(AppendFailure::Conflict),
                 };
                 job.answer(answer);
             }
@@ -190,9 +192,9 @@ async fn write(pool: &PgPool, jobs: Vec<Job>) {
             // retry of each command will see the rows that collided — try again, as when
             // the database is away. (A taken sequence cannot fail the statement: those rows
             // are skipped.)
-            let error = match AppendError::of(&e) {
-                AppendError::KeyTaken | AppendError::Conflict => {
-                    AppendError::Unavailable(e.to_string())
+            let error = match super::failure_of(&e) {
+                AppendFailure::KeyTaken | AppendFailure::Conflict => {
+                    AppendFailure::Unavailable(e.to_string())
                 }
                 other => other,
             };

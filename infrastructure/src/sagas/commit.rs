@@ -15,15 +15,15 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use pm_application::log::LogPosition;
 use pm_application::sagas::{CommitError, Committed, NewRune, SagaWrite, SAGAS};
-use pm_application::AppError;
 use pm_domain::saga::{AgentRune, ConversationState, Deadline, DeadlineOp, Instance, Rune};
 use pm_domain::EVENT_VERSION;
 use uuid::Uuid;
 
-use crate::append::{AppendError, Appender, CursorMove, NewEvent};
+use crate::append::{Appender, CursorMove, NewEvent};
 use crate::db::{Args, DbRow, Tx};
 use crate::processor::store::store_error;
 use crate::Database;
+use pm_application::bus::AppendFailure;
 
 /// Rows per multi-row statement (well below both databases' parameter limits).
 const CHUNK: usize = 500;
@@ -77,15 +77,12 @@ pub async fn commit(
         Ok(appended) if !appended.cursor_moved => return Err(CommitError::CursorMoved),
         Ok(appended) => appended.last,
         // A taken sequence: another writer appended to a stream of these conversations.
-        Err(AppendError::Conflict | AppendError::KeyTaken) => {
+        Err(AppendFailure::Conflict | AppendFailure::KeyTaken) => {
             return Err(CommitError::Conflict {
                 conversations: all(),
             })
         }
-        Err(AppendError::Unavailable(e)) => {
-            return Err(CommitError::Store(AppError::Unavailable(e)))
-        }
-        Err(AppendError::Other(e)) => return Err(CommitError::Store(AppError::Internal(e))),
+        Err(other) => return Err(CommitError::Store(other.into())),
     };
     tx.commit().await.map_err(sql_error)?;
     if last_position.is_some() {
