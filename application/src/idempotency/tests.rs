@@ -19,12 +19,17 @@ const OTHER: &str = "2-other";
 
 type Rows = Arc<Mutex<HashMap<(String, String), KeyRow>>>;
 
+/// A claim's "started" and "go on" signals.
+type ClaimGate = (Arc<Notify>, Arc<Notify>);
+
 #[derive(Default, Clone)]
 struct FakeStore {
     rows: Rows,
     calls: Arc<Mutex<Vec<&'static str>>>,
     down: Arc<Mutex<bool>>,
     lose_take_overs: Arc<Mutex<bool>>,
+    /// The next claim says it has started (`.0`) and waits (`.1`) before it looks.
+    claim_gate: Arc<Mutex<Option<ClaimGate>>>,
 }
 
 fn id(key: &IdempotencyKey) -> (String, String) {
@@ -60,6 +65,11 @@ impl FakeStore {
 impl IdempotencyStore for FakeStore {
     async fn claim(&self, key: &IdempotencyKey, replica: &str) -> Result<Claimed, AppError> {
         self.called("claim")?;
+        let gate = self.claim_gate.lock().unwrap().take();
+        if let Some((started, open)) = gate {
+            started.notify_one();
+            open.notified().await;
+        }
         let mut rows = self.rows.lock().unwrap();
         if let Some(row) = rows.get(&id(key)) {
             return Ok(Claimed::Found(row.clone()));
@@ -562,4 +572,53 @@ async fn given_the_key_store_away_when_recording_then_the_answer_still_stands() 
     *world.store.down.lock().unwrap() = true;
     let handled = world.send(&key("a"), &world.command(Does::Reject)).await;
     assert_eq!(ran(&handled), Some("404"));
+}
+
+#[tokio::test]
+async fn given_a_claim_made_while_another_request_with_the_key_arrived_here_then_it_gives_the_claim_back(
+) {
+    let world = World::new();
+    // A's unclaimed append finds the key taken, so A claims; its claim waits.
+    world.store.put(
+        &key("a"),
+        KeyState::Pending {
+            owner: Some(OTHER.into()),
+            claimed_at: None,
+        },
+    );
+    let (started, open) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    *world.store.claim_gate.lock().unwrap() = Some((started.clone(), open.clone()));
+    let a_command = world.command(Does::Append);
+    let a = {
+        let (idempotency, command) = (world.idempotency.clone(), a_command.clone());
+        tokio::spawn(async move { idempotency.run(key("a"), command).await })
+    };
+    started.notified().await;
+    // Meanwhile the row goes (released), and B arrives here and runs (held at its gate).
+    world.store.rows.lock().unwrap().clear();
+    let gate = Arc::new(Notify::new());
+    let mut b_command = world.command(Does::Append);
+    b_command.gate = Some(gate.clone());
+    let b = {
+        let (idempotency, command) = (world.idempotency.clone(), b_command.clone());
+        tokio::spawn(async move { idempotency.run(key("a"), command).await })
+    };
+    while b_command.runs.lock().unwrap().is_empty() {
+        tokio::task::yield_now().await;
+    }
+    // A's claim finds no row: it is A's now, but B runs the key here.
+    open.notify_one();
+    let a = a.await.unwrap();
+    assert!(matches!(a, Handled::InUse), "{a:?}");
+    assert_eq!(
+        a_command.runs.lock().unwrap().len(),
+        1,
+        "A never ran under its claim"
+    );
+    assert!(
+        world.store.calls().contains(&"release"),
+        "A gave its claim back"
+    );
+    gate.notify_one();
+    assert_eq!(ran(&b.await.unwrap()), Some("201"));
 }

@@ -243,7 +243,15 @@ impl<St: IdempotencyStore, L: ReplicaLiveness, R: LogReader> Idempotency<St, L, 
                     claims += 1;
                     match inner.store.claim(&key, replica).await {
                         Ok(Claimed::Now) => {
-                            entered = self.enter(&key);
+                            // Another request with the key arrived here while this one
+                            // claimed: it runs the key; this one gives the claim back.
+                            let Some(mark) = self.enter(&key) else {
+                                if let Err(e) = inner.store.release(&key, replica).await {
+                                    tracing::warn!(error = %e, "could not release a claim");
+                                }
+                                return Handled::InUse;
+                            };
+                            entered = Some(mark);
                             Known::ClaimedNow
                         }
                         Ok(Claimed::Found(row)) => Known::Found {
