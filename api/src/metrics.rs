@@ -140,6 +140,12 @@ pub const CATALOGUE: &[Metric] = &[
         label: None,
     },
     Metric {
+        name: "pm_saga_conflicts_total",
+        kind: Kind::Counter,
+        help: "Saga commits refused because a conversation was written elsewhere meanwhile (its machines are reloaded and decided again).",
+        label: None,
+    },
+    Metric {
         name: "pm_saga_deadlines_fired_total",
         kind: Kind::Counter,
         help: "Saga deadlines (session and turn timeouts) that fired.",

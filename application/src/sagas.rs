@@ -17,8 +17,9 @@
 //!   conversation's machines under that conversation's lock in memory, and commits only if
 //!   the conversation's stored version is still the one its machines were loaded at
 //!   (compare-and-set per conversation). Writers of different conversations never wait
-//!   for each other; a writer that finds a conversation changed elsewhere reloads that
-//!   conversation only.
+//!   for each other; a writer that finds a conversation changed elsewhere reloads the
+//!   conversations of that write (their machines hold its unwritten decisions), no
+//!   others.
 
 mod engine;
 mod processor;
@@ -80,18 +81,6 @@ pub struct SagaWrite {
     pub agents: Vec<(SagaAgent, DateTime<Utc>)>,
     /// Turn rows to upsert.
     pub turns: Vec<(SagaTurn, DateTime<Utc>)>,
-}
-
-impl SagaWrite {
-    /// Whether there is nothing to write.
-    pub fn is_empty(&self) -> bool {
-        self.runes.is_empty()
-            && self.fired.is_empty()
-            && self.deadlines.is_empty()
-            && self.sessions.is_empty()
-            && self.agents.is_empty()
-            && self.turns.is_empty()
-    }
 }
 
 /// A conversation's saga state as stored: its version and its runes.

@@ -1,7 +1,7 @@
 //! The `Idempotency-Key` store: one row per (role, key) holding the request's hash and,
 //! once answered, the answer — for a command that wrote a fact, that fact's position. A
 //! request's first run writes its key's row with its fact, in the append's own statement
-//! (see [`crate::store`]), or records its answer after a command that wrote nothing; only a
+//! (see [`crate::append`]), or records its answer after a command that wrote nothing; only a
 //! key that already has a row is claimed here — the claim names the replica that holds
 //! it — and read. Rows older than 24 h count as absent.
 //!

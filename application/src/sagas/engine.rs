@@ -7,7 +7,8 @@
 //! one conversation never waits for a batch or a deadline of another. A batch holds every
 //! conversation it touches, taken in id order (no two writers can wait on each other). The
 //! store checks each conversation's version at commit: a conversation written elsewhere
-//! meanwhile fails the commit, and only the conversations of that write are reloaded.
+//! meanwhile fails the commit, and every conversation of that write — its machines hold
+//! decisions that were not written — is reloaded; no other.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -86,7 +87,7 @@ impl<S: SagaStore> SagaEngine<S> {
     /// Keeps at most `conversations` conversations' machines and `kinds` actors' kinds in
     /// memory (at least 16 each); past it the least recently used are dropped.
     pub fn with_cache_limits(mut self, conversations: usize, kinds: usize) -> Self {
-        self.slots = Slots::new(conversations.max(16));
+        self.slots = Slots::new(conversations);
         self.kinds = quick_cache::sync::Cache::new(kinds.max(16));
         self
     }

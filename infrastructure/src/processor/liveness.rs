@@ -3,9 +3,11 @@
 //!
 //! A replica's id is `<process id>-<UUIDv7>` ([`new_replica_id`]). On PostgreSQL the
 //! replica's processor-ownership connection ([`super::ownership`]) carries
-//! [`application_name`] of that id for as long as the process lives (it holds the
-//! processors' advisory locks, and PostgreSQL closes it when the process dies), so "is
-//! replica R alive" is "does a session of this database carry R's application name". On
+//! [`application_name`] of that id from the start (the service claims its processors
+//! before it listens) for as long as the process lives (it holds the processors' advisory
+//! locks, and PostgreSQL closes it when the process dies), so "is replica R alive" is
+//! "does a session of this database carry R's application name". A replica whose
+//! connection was lost looks dead until its next ownership check reconnects (250 ms). On
 //! SQLite every replica runs on one machine, so it is "does R's process id still run".
 
 use pm_application::idempotency::ReplicaLiveness;
