@@ -21,7 +21,7 @@ pub type Held<T> = OwnedMutexGuard<T>;
 
 /// Keeps held slots: a slot that someone holds (or waits for) has another reference.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct PinHeld;
+struct PinHeld;
 
 impl<K, T> Lifecycle<K, Arc<Mutex<T>>> for PinHeld {
     type RequestState = ();
