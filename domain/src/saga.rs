@@ -39,7 +39,7 @@ pub use input::{
     Control, ControlError, Input, AGENT_TRANSITION_NOT_ALLOWED, SESSION_TRANSITION_NOT_ALLOWED,
 };
 pub use plan::{plan_edge_triggers, Plan, PlanTask};
-pub use rune::agent::AgentRune;
+pub use rune::agent::{AgentRune, InboxChange};
 pub use rune::plan::PlanRune;
 pub use rune::session::SessionRune;
 pub use rune::turn::{TurnInput, TurnRune};

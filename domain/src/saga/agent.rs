@@ -9,7 +9,7 @@
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::rune::agent::AgentRune;
+use super::rune::agent::{AgentRune, InboxChange};
 use super::types::{AgentRole, AgentState};
 use super::{saga_aggregate, Machine, SagaError, AGENT_TYPE};
 
@@ -161,6 +161,12 @@ impl Machine for Agent {
 
     fn fold(&mut self, rune: AgentRune) {
         use AgentRune as R;
+        match rune.inbox_change() {
+            Some(InboxChange::Enqueued(turn)) => self.inbox.push(turn),
+            Some(InboxChange::Dequeued(turn)) => self.inbox.retain(|t| *t != turn),
+            Some(InboxChange::Cleared) => self.inbox.clear(),
+            None => {}
+        }
         match rune {
             R::Spawning(r) => {
                 self.agent_id = Some(r.agent_id);
@@ -173,15 +179,13 @@ impl Machine for Agent {
             }
             R::Ready(_) => self.state = Some(AgentState::Idle),
             R::Failed(_) => self.state = Some(AgentState::Failed),
-            R::TurnEnqueued(r) => self.inbox.push(r.turn_id),
+            R::TurnEnqueued(_) => {}
             R::TurnDispatched(r) => {
-                self.inbox.retain(|t| *t != r.turn_id);
                 self.active_turn_id = Some(r.turn_id);
                 self.turn_epoch = r.turn_epoch;
                 self.state = Some(AgentState::RunningTurn);
             }
             R::Terminated(r) => {
-                self.inbox.clear();
                 self.active_turn_id = None;
                 self.terminated_reason = Some(r.reason);
                 self.state = Some(AgentState::Terminated);

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use pm_application::log::LogPosition;
 use pm_application::sagas::{CommitError, Committed, NewRune, SagaWrite, SAGAS};
-use pm_domain::saga::{AgentRune, ConversationState, Deadline, DeadlineOp, Instance, Rune};
+use pm_domain::saga::{ConversationState, Deadline, DeadlineOp, InboxChange, Instance, Rune};
 use pm_domain::EVENT_VERSION;
 use uuid::Uuid;
 
@@ -401,63 +401,53 @@ async fn turns(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
     Ok(())
 }
 
-/// What the write's agent runes do to the inboxes: a turn enqueued is a row, a turn
-/// dispatched is no row, an agent terminated has none. The runes are netted in order (a turn
-/// enqueued and dispatched in one write leaves nothing), then written as at most three
-/// statements: the terminated agents' rows deleted, the dispatched turns' rows deleted, the
-/// enqueued turns' rows inserted.
+/// What the write's agent runes do to the inboxes ([`InboxChange`], the domain's own
+/// definition): a turn enqueued is a row, a turn dispatched is no row, an agent terminated
+/// has none. The changes are netted in order (a turn enqueued and dispatched in one write
+/// leaves nothing), then written as at most two statements: the rows that go deleted, the
+/// rows that come inserted.
 async fn inbox(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
-    let mut cleared: Vec<Uuid> = Vec::new();
-    let mut dispatched: Vec<(Uuid, Uuid)> = Vec::new();
+    // Rows to delete: (agent, Some(turn)) one turn, (agent, None) the whole inbox.
+    let mut deleted: Vec<(Uuid, Option<Uuid>)> = Vec::new();
     let mut enqueued: Vec<(Uuid, Uuid, Uuid, i64)> = Vec::new();
     for r in &write.runes {
         let (Instance::Agent(agent), Rune::Agent(rune)) = (&r.recorded.instance, &r.recorded.rune)
         else {
             continue;
         };
-        match rune {
-            AgentRune::TurnEnqueued(e) => {
-                enqueued.push((*agent, e.turn_id, r.conversation_id, r.sequence));
+        match rune.inbox_change() {
+            Some(InboxChange::Enqueued(turn)) => {
+                enqueued.push((*agent, turn, r.conversation_id, r.sequence));
             }
-            AgentRune::TurnDispatched(d) => {
+            Some(InboxChange::Dequeued(turn)) => {
                 let before = enqueued.len();
-                enqueued.retain(|(a, t, _, _)| !(a == agent && *t == d.turn_id));
+                enqueued.retain(|(a, t, _, _)| !(a == agent && *t == turn));
                 if enqueued.len() == before {
-                    dispatched.push((*agent, d.turn_id));
+                    deleted.push((*agent, Some(turn)));
                 }
             }
-            AgentRune::Terminated(_) => {
+            Some(InboxChange::Cleared) => {
                 enqueued.retain(|(a, _, _, _)| a != agent);
-                dispatched.retain(|(a, _)| a != agent);
-                cleared.push(*agent);
+                deleted.retain(|(a, _)| a != agent);
+                deleted.push((*agent, None));
             }
-            _ => {}
+            None => {}
         }
     }
-    for (rows, filter) in [
-        (
-            cleared.iter().map(|a| (*a, None)).collect::<Vec<_>>(),
-            "v.agent_id = i.agent_id",
-        ),
-        (
-            dispatched.iter().map(|(a, t)| (*a, Some(*t))).collect(),
-            "v.agent_id = i.agent_id AND v.turn_id = i.turn_id",
-        ),
-    ] {
-        for chunk in rows.chunks(CHUNK) {
-            let args = chunk
-                .iter()
-                .fold(Args::with_capacity(chunk.len() * 2), |args, (a, t)| {
-                    args.uuid(*a).opt_uuid(*t)
-                });
-            tx.fetch_rows(&["::uuid", "::uuid"], chunk.len(), args, |source| {
-                format!(
-                    "WITH v (agent_id, turn_id) AS ({source}) \
-                     DELETE FROM saga_agent_inbox AS i WHERE EXISTS (SELECT 1 FROM v WHERE {filter})"
-                )
-            })
-            .await?;
-        }
+    for chunk in deleted.chunks(CHUNK) {
+        let args = chunk
+            .iter()
+            .fold(Args::with_capacity(chunk.len() * 2), |args, (a, t)| {
+                args.uuid(*a).opt_uuid(*t)
+            });
+        tx.fetch_rows(&["::uuid", "::uuid"], chunk.len(), args, |source| {
+            format!(
+                "WITH v (agent_id, turn_id) AS ({source}) \
+                 DELETE FROM saga_agent_inbox AS i WHERE EXISTS (SELECT 1 FROM v \
+                 WHERE v.agent_id = i.agent_id AND (v.turn_id IS NULL OR v.turn_id = i.turn_id))"
+            )
+        })
+        .await?;
     }
     insert(
         tx,

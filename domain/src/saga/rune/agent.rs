@@ -127,7 +127,29 @@ pub enum AgentRune {
     Anomaly(SagaAnomaly),
 }
 
+/// What a rune does to its agent's inbox (the FIFO of queued turns): the one definition
+/// the agent's fold and the stored inbox rows both follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InboxChange {
+    /// The turn joins the end of the inbox.
+    Enqueued(Uuid),
+    /// The turn leaves the inbox (it runs now).
+    Dequeued(Uuid),
+    /// The inbox empties (the agent is gone).
+    Cleared,
+}
+
 impl AgentRune {
+    /// What this rune does to the agent's inbox, if anything.
+    pub fn inbox_change(&self) -> Option<InboxChange> {
+        match self {
+            Self::TurnEnqueued(r) => Some(InboxChange::Enqueued(r.turn_id)),
+            Self::TurnDispatched(r) => Some(InboxChange::Dequeued(r.turn_id)),
+            Self::Terminated(_) => Some(InboxChange::Cleared),
+            Self::Spawning(_) | Self::Ready(_) | Self::Failed(_) | Self::Anomaly(_) => None,
+        }
+    }
+
     /// Every rune name of the stream, `saga.anomaly` last.
     pub const NAMES: &'static [&'static str] = &[
         names::AGENT_SPAWNING,

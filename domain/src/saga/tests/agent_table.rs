@@ -186,3 +186,38 @@ fn given_session_closing_when_agents_live_then_each_terminated_with_session_clos
     };
     assert_eq!((t.stats.turn_epoch, t.stats.turns.completed), (1, 1));
 }
+
+#[test]
+fn given_an_agents_runes_when_their_inbox_changes_are_replayed_then_they_give_its_inbox() {
+    // Turns queued behind a running one, one dispatched, then the agent killed.
+    let mut w = World::streaming();
+    w.checkpoint(C::BeginWork);
+    let tasks: Vec<Uuid> = (0..3).map(|_| w.task(Some(id(W))).0).collect();
+    let replay = |w: &World| {
+        let mut inbox: Vec<Uuid> = Vec::new();
+        for r in &w.log {
+            let (Instance::Agent(a), Rune::Agent(rune)) = (&r.instance, &r.rune) else {
+                continue;
+            };
+            match (*a == w.worker(), rune.inbox_change()) {
+                (true, Some(InboxChange::Enqueued(t))) => inbox.push(t),
+                (true, Some(InboxChange::Dequeued(t))) => inbox.retain(|q| *q != t),
+                (true, Some(InboxChange::Cleared)) => inbox.clear(),
+                _ => {}
+            }
+        }
+        inbox
+    };
+    assert_eq!(replay(&w), w.sagas.agents()[&w.worker()].inbox());
+    assert_eq!(replay(&w).len(), 2, "two turns wait behind the first");
+    w.task_checkpoint(tasks[0], crate::types::TaskCheckpointType::WorkStarted);
+    w.task_checkpoint(tasks[0], crate::types::TaskCheckpointType::WorkCompleted);
+    assert_eq!(replay(&w), w.sagas.agents()[&w.worker()].inbox());
+    assert_eq!(replay(&w).len(), 1, "the next one was dispatched");
+    w.control(Control::Kill {
+        agent_id: w.worker(),
+    })
+    .expect("killed");
+    assert!(replay(&w).is_empty(), "a terminated agent has no inbox");
+    assert!(w.sagas.agents()[&w.worker()].inbox().is_empty());
+}
