@@ -4,6 +4,7 @@
 //! a rollback, and readers are rung.
 
 mod support;
+
 use std::collections::BTreeSet;
 
 use pm_application::bus::AppendFailure;

@@ -6,6 +6,7 @@
 //! is.
 
 mod support;
+
 use std::time::Duration;
 
 use pm_application::idempotency::{

@@ -17,6 +17,7 @@ use pm_infrastructure::sagas::DbSagaStore;
 use pm_infrastructure::Database;
 use pm_test_db::{on_both_backends, TestDb};
 use serde_json::json;
+use std::time::Duration;
 use tokio::sync::watch;
 use uuid::Uuid;
 
@@ -136,7 +137,7 @@ async fn a_stale_version_is_a_conflict_that_writes_nothing(db: TestDb) {
 }
 
 async fn different_conversations_commit_in_parallel(db: TestDb) {
-    let (store, _db) = store(&db).await;
+    let (store, database) = store(&db).await;
     let conversations: Vec<Uuid> = (0..16).map(|_| Uuid::new_v4()).collect();
     let tasks: Vec<_> = conversations
         .iter()
@@ -159,6 +160,37 @@ async fn different_conversations_commit_in_parallel(db: TestDb) {
     for c in &conversations {
         assert_eq!(store.load(*c).await.expect("load").version, 5);
     }
+    if db.kind != "postgres" {
+        return; // SQLite has one writer: nothing runs beside an open write.
+    }
+    // A transaction holding the first conversation's version row open: a commit of that
+    // conversation waits for it, a commit of another one does not.
+    let (held, other) = (conversations[0], conversations[1]);
+    let mut open = database.begin().await.expect("begin");
+    open.execute(
+        "UPDATE saga_conversations SET version = version WHERE conversation_id = $1::uuid",
+        Args::new().uuid(held),
+    )
+    .await
+    .expect("lock the row");
+    let waits = tokio::time::timeout(
+        Duration::from_millis(300),
+        store.commit(write(held, 5), None),
+    );
+    assert!(
+        waits.await.is_err(),
+        "a commit of the held conversation went past its lock"
+    );
+    let beside = tokio::time::timeout(Duration::from_secs(5), store.commit(write(other, 5), None));
+    beside
+        .await
+        .expect("a commit of another conversation does not wait")
+        .expect("and lands");
+    drop(open);
+    store
+        .commit(write(held, 5), None)
+        .await
+        .expect("the held conversation commits once the lock is gone");
 }
 
 async fn of_several_writers_of_one_conversation_one_commits(db: TestDb) {
