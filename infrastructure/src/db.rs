@@ -14,7 +14,7 @@ mod tx;
 pub use args::{values, Arg, Args};
 pub use row::DbRow;
 pub use transient::is_transient;
-pub use tx::Tx;
+pub use tx::{Tx, ROWS_PER_STATEMENT};
 
 use std::path::Path;
 use std::str::FromStr;

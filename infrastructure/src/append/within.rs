@@ -8,9 +8,6 @@ use pm_application::log::LogPosition;
 use super::{Appended, CursorMove, NewEvent};
 use crate::db::{Args, Tx};
 
-/// Rows per multi-row statement on SQLite (well below its parameter limit).
-const CHUNK: usize = 500;
-
 /// The rows (as arrays: one prepared statement whatever their number) and the cursor's
 /// move from `$12` to `$10` (`$9` the processor, `NULL` for none) in one PostgreSQL
 /// statement; answers the last position and whether the cursor moved.
@@ -73,11 +70,14 @@ pub(super) async fn insert(
     tx: &mut Tx,
     rows: &[NewEvent],
 ) -> Result<Vec<(i64, LogPosition)>, sqlx::Error> {
-    let mut written = Vec::with_capacity(rows.len());
-    for chunk in rows.chunks(CHUNK) {
-        let args = chunk
-            .iter()
-            .fold(Args::with_capacity(chunk.len() * 8), |args, r| {
+    let returned = tx
+        .insert_all(
+            "INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, \
+             event_version, payload, metadata, conversation_id)",
+            &["", "", "", "", "", "::json", "::json", "::uuid"],
+            "RETURNING sequence, global_position",
+            rows,
+            |args, r| {
                 args.text(r.aggregate_type)
                     .text(r.aggregate_id.as_str())
                     .int(r.sequence)
@@ -86,23 +86,15 @@ pub(super) async fn insert(
                     .text(r.payload.as_str())
                     .text(r.metadata.as_str())
                     .opt_uuid(r.conversation_id)
-            });
-        let returned = tx
-            .insert_rows(
-                "INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, \
-                 event_version, payload, metadata, conversation_id)",
-                &["", "", "", "", "", "::json", "::json", "::uuid"],
-                chunk.len(),
-                args,
-                "RETURNING sequence, global_position",
-            )
-            .await?;
-        for row in &returned {
-            written.push((
-                row.int("sequence")?,
-                LogPosition(row.int("global_position")?),
-            ));
-        }
+            },
+        )
+        .await?;
+    let mut written = Vec::with_capacity(returned.len());
+    for row in &returned {
+        written.push((
+            row.int("sequence")?,
+            LogPosition(row.int("global_position")?),
+        ));
     }
     Ok(written)
 }

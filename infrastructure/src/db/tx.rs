@@ -10,6 +10,9 @@ use super::row::DbRow;
 use super::rows::RowsStatement;
 use crate::sql::Dialect;
 
+/// Rows per multi-row statement: well below both databases' parameter limits.
+pub const ROWS_PER_STATEMENT: usize = 500;
+
 /// Binds `args` to a statement of any database.
 fn bind<'q, DB: sqlx::Database>(
     mut q: Query<'q, DB, DB::Arguments<'q>>,
@@ -149,6 +152,32 @@ impl Tx {
             format!("{head} {source} {suffix}")
         })
         .await
+    }
+
+    /// [`Tx::insert_rows`] over any number of `items`, [`ROWS_PER_STATEMENT`] per
+    /// statement; `bind` adds one item's arguments. Returns every statement's rows.
+    ///
+    /// # Errors
+    /// The database's error.
+    pub async fn insert_all<T>(
+        &mut self,
+        head: &str,
+        casts: &[&str],
+        suffix: &str,
+        items: &[T],
+        bind: impl Fn(Args, &T) -> Args,
+    ) -> Result<Vec<DbRow>, sqlx::Error> {
+        let mut returned = Vec::new();
+        for chunk in items.chunks(ROWS_PER_STATEMENT) {
+            let args = chunk
+                .iter()
+                .fold(Args::with_capacity(chunk.len() * casts.len()), &bind);
+            returned.extend(
+                self.insert_rows(head, casts, chunk.len(), args, suffix)
+                    .await?,
+            );
+        }
+        Ok(returned)
     }
 
     /// A statement over `rows` rows of `casts.len()` arguments (row by row in `args`):

@@ -20,13 +20,10 @@ use pm_domain::EVENT_VERSION;
 use uuid::Uuid;
 
 use crate::append::{Appender, CursorMove, NewEvent};
-use crate::db::{Args, DbRow, Tx};
+use crate::db::{Args, Tx, ROWS_PER_STATEMENT};
 use crate::processor::store::store_error;
 use crate::Database;
 use pm_application::bus::AppendFailure;
-
-/// Rows per multi-row statement (well below both databases' parameter limits).
-const CHUNK: usize = 500;
 
 fn sql_error(e: sqlx::Error) -> CommitError {
     CommitError::Store(store_error(e))
@@ -194,29 +191,6 @@ async fn spend(tx: &mut Tx, fired: &[(Uuid, Deadline)]) -> Result<bool, sqlx::Er
     Ok(true)
 }
 
-/// Runs a multi-row `INSERT` ([`Tx::insert_rows`]) in chunks; `bind` adds one row's
-/// arguments.
-async fn insert<T>(
-    tx: &mut Tx,
-    prefix: &str,
-    casts: &[&str],
-    suffix: &str,
-    items: &[T],
-    bind: impl Fn(Args, &T) -> Args,
-) -> Result<Vec<DbRow>, sqlx::Error> {
-    let mut returned = Vec::new();
-    for chunk in items.chunks(CHUNK) {
-        let args = chunk
-            .iter()
-            .fold(Args::with_capacity(chunk.len() * casts.len()), &bind);
-        returned.extend(
-            tx.insert_rows(prefix, casts, chunk.len(), args, suffix)
-                .await?,
-        );
-    }
-    Ok(returned)
-}
-
 /// Keeps the last of the items with the same key, in first-seen order.
 fn last_by_key<T: Clone, K: std::hash::Hash + Eq>(items: &[T], key: impl Fn(&T) -> K) -> Vec<T> {
     let mut at: HashMap<K, usize> = HashMap::new();
@@ -242,7 +216,7 @@ async fn deadlines(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
             DeadlineOp::Arm(_) => None,
         })
         .collect();
-    for chunk in disarmed.chunks(CHUNK) {
+    for chunk in disarmed.chunks(ROWS_PER_STATEMENT) {
         let mut args = Args::with_capacity(chunk.len() * 3);
         let mut keys = Vec::with_capacity(chunk.len());
         for (instance, kind) in chunk {
@@ -263,8 +237,7 @@ async fn deadlines(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
             DeadlineOp::Disarm { .. } => None,
         })
         .collect();
-    insert(
-        tx,
+    tx.insert_all(
         "INSERT INTO saga_deadlines (aggregate_type, aggregate_id, kind, conversation_id, due_at, epoch)",
         &["", "::uuid", "", "::uuid", "::timestamptz", ""],
         "ON CONFLICT (aggregate_type, aggregate_id, kind) DO UPDATE SET \
@@ -289,8 +262,7 @@ fn json<T: serde::Serialize>(value: &T) -> String {
 
 async fn sessions(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
     let rows = last_by_key(&write.sessions, |(s, _)| s.conversation_id);
-    insert(
-        tx,
+    tx.insert_all(
         "INSERT INTO saga_sessions (conversation_id, state, conversation_state, root_agent_id, \
          agent_ids, waiting_checkpoint_id, waiting_since, consecutive_errors, created_at, updated_at)",
         &["::uuid", "", "", "::uuid", "", "::uuid", "::timestamptz", "", "::timestamptz", "::timestamptz"],
@@ -322,8 +294,7 @@ async fn sessions(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
 
 async fn agents(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
     let rows = last_by_key(&write.agents, |(a, _)| a.id);
-    insert(
-        tx,
+    tx.insert_all(
         "INSERT INTO saga_agents (id, conversation_id, actor_id, role, state, turn_epoch, \
          active_turn_id, created_at, updated_at)",
         &[
@@ -358,8 +329,7 @@ async fn agents(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
 
 async fn turns(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
     let rows = last_by_key(&write.turns, |(t, _)| t.id);
-    insert(
-        tx,
+    tx.insert_all(
         "INSERT INTO saga_turns (id, agent_id, conversation_id, kind, task_id, input, state, \
          turn_epoch, terminal_rune, deliverable, deliverable_reason, created_at, updated_at)",
         &[
@@ -434,7 +404,7 @@ async fn inbox(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
             None => {}
         }
     }
-    for chunk in deleted.chunks(CHUNK) {
+    for chunk in deleted.chunks(ROWS_PER_STATEMENT) {
         let args = chunk
             .iter()
             .fold(Args::with_capacity(chunk.len() * 2), |args, (a, t)| {
@@ -449,8 +419,7 @@ async fn inbox(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
         })
         .await?;
     }
-    insert(
-        tx,
+    tx.insert_all(
         "INSERT INTO saga_agent_inbox (agent_id, turn_id, conversation_id, position)",
         &["::uuid", "::uuid", "::uuid", ""],
         "ON CONFLICT (agent_id, turn_id) DO NOTHING",
@@ -485,8 +454,7 @@ async fn anomalies(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
         .iter()
         .filter_map(|r| r.recorded.rune.anomaly().map(|a| (r, a)))
         .collect();
-    insert(
-        tx,
+    tx.insert_all(
         "INSERT INTO saga_anomalies (id, conversation_id, aggregate_type, aggregate_id, sequence, \
          state, fact, reason, causation_id, created_at)",
         &[
