@@ -8,7 +8,8 @@ use serde_json::json;
 
 use super::*;
 
-fn event(seq: i64) -> LoggedEvent {
+/// A logged event at position `seq` (also the isolation tests' events).
+pub(super) fn event(seq: i64) -> LoggedEvent {
     LoggedEvent {
         position: LogPosition(seq),
         aggregate_type: "note".into(),

@@ -12,24 +12,15 @@ use pm_domain::checkpoint::ConversationCheckpointCreated;
 use pm_domain::conversation::ConversationStarted;
 use pm_domain::message::MessageAdded;
 use pm_domain::task::{TaskCheckpointCreated, TaskCreated};
+use pm_domain::types::{CheckpointType, TaskCheckpointType};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-const CHECKPOINTS: [&str; 5] = [
-    "CONVERSATION_STARTED",
-    "BEGIN_WORK",
-    "NEED_INFORMATION",
-    "CLOSE_CONVERSATION",
-    "WORK_COMPLETED",
-];
-const TASK_TYPES: [&str; 5] = [
-    "WORK_STARTED",
-    "WORK_COMPLETED",
-    "WORK_APPROVED",
-    "WORK_REJECTED",
-    "WORK_PAUSED",
-];
+/// Every conversation checkpoint type and task checkpoint type the domain knows: a new one
+/// is generated as soon as it exists.
+const CHECKPOINTS: &[CheckpointType] = CheckpointType::ALL;
+const TASK_TYPES: &[TaskCheckpointType] = TaskCheckpointType::ALL;
 const ORGS: [Option<&str>; 3] = [Some("acme"), Some("globex"), None];
 
 /// One step of a script; indexes pick among the entities made so far (modulo), and a
@@ -62,9 +53,9 @@ pub fn step() -> impl Strategy<Value = (Step, i64)> {
         2 => (any::<bool>(), any::<bool>()).prop_map(|(ai, ext)| Step::Actor(ai, ext)),
         2 => (ix(), ix(), 0usize..3, any::<bool>())
             .prop_map(|(a, b, o, l)| Step::Conversation(a, b, o, l)),
-        3 => (ix(), 0usize..5).prop_map(|(c, k)| Step::Checkpoint(c, k)),
+        3 => (ix(), 0..CHECKPOINTS.len()).prop_map(|(c, k)| Step::Checkpoint(c, k)),
         3 => (ix(), proptest::option::of(ix())).prop_map(|(c, a)| Step::Task(c, a)),
-        5 => (ix(), 0usize..5).prop_map(|(t, k)| Step::TaskCheckpoint(t, k)),
+        5 => (ix(), 0..TASK_TYPES.len()).prop_map(|(t, k)| Step::TaskCheckpoint(t, k)),
         4 => (ix(), ix(), proptest::option::of(ix()), proptest::option::of(0i64..5000))
             .prop_map(|(c, a, t, back)| Step::Message(c, a, t, back)),
         1 => Just(Step::Rune),
@@ -189,11 +180,11 @@ impl Log {
         let c = self.some_conversation(at, c);
         let (id, n) = self.id();
         let conversation = &mut self.conversations[c];
-        if CHECKPOINTS[kind] == "BEGIN_WORK" {
+        if CHECKPOINTS[kind] == CheckpointType::BeginWork {
             conversation.begin_work = Some(id);
         }
         let p = json!({"id": id, "conversation_id": conversation.id,
-            "checkpoint_type": CHECKPOINTS[kind], "summary": format!("summary {n}"),
+            "checkpoint_type": CHECKPOINTS[kind].as_str(), "summary": format!("summary {n}"),
             "created_at": time(at)});
         self.push(
             at,
@@ -233,7 +224,7 @@ impl Log {
         let task = &mut self.tasks[t];
         task.sequence += 1;
         let (task_id, sequence) = (task.id, task.sequence);
-        let p = json!({"id": id, "task_id": task_id, "type": TASK_TYPES[kind],
+        let p = json!({"id": id, "task_id": task_id, "type": TASK_TYPES[kind].as_str(),
             "created_at": time(at)});
         self.push(
             at,

@@ -3,24 +3,8 @@
 
 use std::collections::BTreeSet;
 
-use serde_json::json;
-
 use super::*;
-use crate::log::LogPosition;
-
-fn event(seq: i64) -> LoggedEvent {
-    LoggedEvent {
-        position: LogPosition(seq),
-        aggregate_type: "note".into(),
-        aggregate_id: format!("n{seq}"),
-        sequence: 1,
-        event_type: "note.written".into(),
-        event_version: "1.0".into(),
-        payload: json!({}),
-        metadata: json!({}),
-        conversation_id: None,
-    }
-}
+use crate::processor::tests::event;
 
 /// What the fake did, in order.
 #[derive(Debug, Clone, PartialEq)]
