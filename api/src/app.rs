@@ -232,6 +232,11 @@ impl Application {
             processors,
             processor_status,
             saga_status,
+            workers: pm_application::workers::Workers::new(
+                engine.clone(),
+                pm_application::workers::ClaimBell::new(),
+            ),
+            turn_lease_ms: config.turn_lease_ms,
             sagas: engine,
             idempotency: Idempotency::new(
                 DbIdempotencyStore::new(db.clone()),
@@ -299,6 +304,7 @@ impl Application {
             self.state.log_poll,
             token.clone(),
         ));
+        let bell = spawn_claim_bell(&self.state, token.clone());
         let runner = tokio::spawn(self.runner.run(token.clone()));
         let (saga_runner, scheduler) = self.sagas;
         let saga_runner = tokio::spawn(saga_runner.run(token.clone()));
@@ -319,6 +325,7 @@ impl Application {
         upkeep.abort();
         monitor.abort();
         tail.abort();
+        bell.abort();
         for (task, name) in [
             (runner, "read-model processor"),
             (saga_runner, "saga processor"),
@@ -425,6 +432,33 @@ fn spawn_metrics_upkeep(
             tokio::select! {
                 _ = token.cancelled() => break,
                 _ = tick.tick() => handle.run_upkeep(),
+            }
+        }
+    })
+}
+
+/// Rings the workers' claim bell whenever the log's tail shows a rune that may have made a
+/// turn claimable (on any replica: the tail reads the shared log), so long-polling
+/// claimants wake within milliseconds without polling the database each.
+fn spawn_claim_bell(state: &AppState, shutdown: CancellationToken) -> tokio::task::JoinHandle<()> {
+    let bell = state.workers.bell().clone();
+    let mut batches = state.tail.subscribe();
+    tokio::spawn(async move {
+        loop {
+            let batch = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                batch = batches.recv() => batch,
+            };
+            match batch {
+                Ok(batch) => {
+                    let types = batch.events.iter().map(|e| e.event_type.as_str());
+                    if pm_application::workers::ClaimBell::rings_for(types) {
+                        bell.ring();
+                    }
+                }
+                // Behind: whatever was missed may have made turns claimable.
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => bell.ring(),
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
             }
         }
     })

@@ -90,6 +90,18 @@ pub struct Config {
     #[arg(long, env = "PM_SESSION_ERROR_THRESHOLD", default_value_t = 3)]
     pub session_error_threshold: u32,
 
+    /// A worker's lease on a claimed turn when the claim or heartbeat names none, in
+    /// milliseconds (1000–600000).
+    #[arg(long, env = "PM_TURN_LEASE_MS", default_value_t = 30_000,
+          value_parser = clap::value_parser!(u64).range(1_000..=600_000))]
+    pub turn_lease_ms: u64,
+
+    /// Claims of one turn that may expire before the turn ends in `turn.error`
+    /// (`lease_expired`).
+    #[arg(long, env = "PM_TURN_MAX_CLAIMS", default_value_t = 3,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub turn_max_claims: u32,
+
     /// The actor the root agent acts for in conversations without an `ai` participant
     /// (its messages then speak for the root agent); unset, any `ai` author does.
     #[arg(long, env = "PM_DEFAULT_LLM_ACTOR")]
@@ -231,6 +243,7 @@ impl Config {
             session_timeout: seconds(self.session_timeout_secs),
             turn_timeout: seconds(self.turn_timeout_secs),
             error_threshold: self.session_error_threshold,
+            max_claims: self.turn_max_claims,
         }
     }
 

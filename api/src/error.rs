@@ -226,6 +226,12 @@ impl From<AppError> for ApiError {
                 e.to_string(),
             ),
             AppError::IdempotencyKeyTaken => Self::key_in_use(),
+            AppError::TurnFenced(detail) => Self::new(StatusCode::CONFLICT, "turn_fenced", detail),
+            AppError::TurnNotFound => Self::new(
+                StatusCode::NOT_FOUND,
+                "turn_not_found",
+                "the turn does not exist",
+            ),
             AppError::Unavailable(cause) => Self::unavailable(cause),
             AppError::Internal(cause) => Self::internal(cause),
         }

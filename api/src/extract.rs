@@ -128,6 +128,50 @@ pub fn path_uuid(raw: &str, code: &'static str, what: &str) -> Result<uuid::Uuid
     })
 }
 
+/// `PM-Turn-Id` and `PM-Turn-Epoch` (WORKERS.md "Fencing"): both or neither.
+///
+/// # Errors
+/// `400 invalid_turn_fence` for one header without the other, a turn id that is not a
+/// UUID or an epoch that is not a positive integer.
+pub fn turn_fence(
+    headers: &axum::http::HeaderMap,
+) -> Result<Option<pm_application::bus::TurnRef>, ApiError> {
+    let get = |name: &str| headers.get(name).map(|v| v.to_str().unwrap_or("\u{fffd}"));
+    let invalid =
+        |detail: String| ApiError::new(StatusCode::BAD_REQUEST, INVALID_TURN_FENCE, detail);
+    match (get(TURN_ID_HEADER), get(TURN_EPOCH_HEADER)) {
+        (None, None) => Ok(None),
+        (Some(turn_id), Some(epoch)) => {
+            let turn_id = turn_id
+                .trim()
+                .parse()
+                .map_err(|_| invalid(format!("{TURN_ID_HEADER} must be a turn's UUID")))?;
+            let turn_epoch = epoch
+                .trim()
+                .parse::<i64>()
+                .ok()
+                .filter(|e| *e > 0)
+                .ok_or_else(|| {
+                    invalid(format!("{TURN_EPOCH_HEADER} must be a positive integer"))
+                })?;
+            Ok(Some(pm_application::bus::TurnRef {
+                turn_id,
+                turn_epoch,
+            }))
+        }
+        _ => Err(invalid(format!(
+            "{TURN_ID_HEADER} and {TURN_EPOCH_HEADER} go together: send both or neither"
+        ))),
+    }
+}
+
+/// The header naming the turn a fenced command acts for.
+pub const TURN_ID_HEADER: &str = "pm-turn-id";
+/// The header naming the epoch of the claim a fenced command acts for.
+pub const TURN_EPOCH_HEADER: &str = "pm-turn-epoch";
+/// The code of a malformed fence.
+pub const INVALID_TURN_FENCE: &str = "invalid_turn_fence";
+
 /// The correlation id of a request (from `X-Correlation-Id`, else `X-Request-Id`, else
 /// a new UUIDv7), put in the request's extensions by the correlation middleware.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -155,11 +199,14 @@ impl FromRequestParts<AppState> for Ctx {
             .map(str::to_string);
         // Validated, hashed and put there by the `Idempotency-Key` middleware.
         let idempotency_key = parts.extensions.get::<IdempotencyKey>().cloned();
+        let turn = turn_fence(&parts.headers)?;
         Ok(Self(CommandContext {
             correlation_id,
             causation_id,
             role: caller.role_name().to_string(),
             idempotency_key,
+            turn,
+            ends: None,
         }))
     }
 }

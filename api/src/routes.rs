@@ -11,6 +11,7 @@ pub mod ops;
 pub mod queries;
 pub mod sagas;
 pub mod table;
+pub mod workers;
 
 use std::time::Instant;
 
@@ -42,6 +43,7 @@ fn guarded(
         Access::Open => route,
         Access::Read => route.layer(layer(READERS)),
         Access::Admin => route.layer(layer(&[])),
+        Access::Call(roles) => route.layer(layer(roles)),
         Access::Command(roles) => with_failpoints(route)
             .layer(middleware::from_fn_with_state(
                 state.clone(),

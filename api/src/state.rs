@@ -73,4 +73,8 @@ pub struct Shared {
     pub sagas: Arc<SagaEngine<DbSagaStore>>,
     /// This replica's id (processor owner, `Idempotency-Key` claimant).
     pub owner: String,
+    /// The workers' claims and reports.
+    pub workers: pm_application::workers::Workers<DbSagaStore>,
+    /// `PM_TURN_LEASE_MS`.
+    pub turn_lease_ms: u64,
 }

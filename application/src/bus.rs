@@ -43,6 +43,43 @@ pub struct EventMetadata {
     /// The server time of the command.
     #[serde(with = "pm_domain::time")]
     pub recorded_at: DateTime<Utc>,
+    /// The worker's claim a fenced command acted for (WORKERS.md): `turn_id` and
+    /// `turn_epoch` in the stored metadata, CloudEvent extensions `turnid`, `turnepoch`.
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<TurnRef>,
+}
+
+/// A turn and the epoch of a claim on it: what `PM-Turn-Id` and `PM-Turn-Epoch` name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TurnRef {
+    /// The turn.
+    pub turn_id: Uuid,
+    /// The claim's epoch.
+    pub turn_epoch: i64,
+}
+
+/// A command fenced by a worker's claim (WORKERS.md "Fencing"): it is written only while
+/// the claim holds the turn — checked in the transaction that appends it, against the
+/// lease row an expiry or an interrupt removes — and otherwise refused (`409 turn_fenced`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fence {
+    /// The claim.
+    pub turn: TurnRef,
+    /// Whether the command ends its turn when it is the turn's kind (a conversation
+    /// checkpoint a conversation turn; `WORK_COMPLETED`/`WORK_PAUSED` of the task a task
+    /// turn): then the lease ends in the same transaction, so an interrupt racing it loses.
+    pub ends: Option<Ending>,
+    /// The time the lease must be live at.
+    pub now: DateTime<Utc>,
+}
+
+/// Which turns a fenced command ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// A conversation turn (a conversation checkpoint).
+    ConversationTurn,
+    /// The task turn of this task (`WORK_COMPLETED`, `WORK_PAUSED`).
+    TaskTurn(Uuid),
 }
 
 /// Why an append wrote nothing, typed so that the bus (and the `Idempotency-Key` use case
@@ -56,6 +93,12 @@ pub enum AppendFailure {
     /// the key ran or runs): nothing was written.
     #[error("the Idempotency-Key already has a record")]
     KeyTaken,
+    /// A fenced command's claim does not hold its turn: nothing was written.
+    #[error("turn_fenced: {0}")]
+    Fenced(String),
+    /// A fenced command names a turn that does not exist: nothing was written.
+    #[error("turn not found")]
+    TurnNotFound,
     /// The store could not be reached (a retry may succeed).
     #[error("store unavailable: {0}")]
     Unavailable(String),
@@ -69,6 +112,8 @@ impl From<AppendFailure> for AppError {
         match e {
             AppendFailure::Conflict => AppError::ConcurrencyConflict { attempts: 1 },
             AppendFailure::KeyTaken => AppError::IdempotencyKeyTaken,
+            AppendFailure::Fenced(detail) => AppError::TurnFenced(detail),
+            AppendFailure::TurnNotFound => AppError::TurnNotFound,
             AppendFailure::Unavailable(e) => AppError::Unavailable(e),
             AppendFailure::Other(e) => AppError::Internal(e),
         }
@@ -97,6 +142,7 @@ pub trait AggregateStore<A: PmAggregate>: EventStore<A> {
         context: Self::AC,
         metadata: &EventMetadata,
         key: Option<&IdempotencyKey>,
+        fence: Option<&Fence>,
     ) -> impl Future<Output = Result<Vec<LogPosition>, AppendFailure>> + Send;
 }
 
@@ -112,6 +158,21 @@ pub struct CommandContext {
     /// The request's `Idempotency-Key`, if it has one: written or completed by the
     /// command's append.
     pub idempotency_key: Option<IdempotencyKey>,
+    /// The worker's claim the command acts for (`PM-Turn-Id`, `PM-Turn-Epoch`).
+    pub turn: Option<TurnRef>,
+    /// Which turns the command ends, when fenced (set by the use case that knows the
+    /// command; see [`Fence::ends`]).
+    pub ends: Option<Ending>,
+}
+
+impl CommandContext {
+    /// The same context for a command that ends `ending`'s turns.
+    pub fn ending(&self, ending: Ending) -> Self {
+        Self {
+            ends: Some(ending),
+            ..self.clone()
+        }
+    }
 }
 
 /// What a command did, with its entity `E`.
@@ -204,7 +265,13 @@ impl<S> CommandBus<S> {
             causation_id: ctx.causation_id.clone(),
             role: ctx.role.clone(),
             recorded_at: now,
+            turn: ctx.turn,
         };
+        let fence = ctx.turn.map(|turn| Fence {
+            turn,
+            ends: ctx.ends,
+            now,
+        });
         for attempt in 1..=self.max_attempts {
             let load = if attempt == 1 { load } else { Load::Read };
             let mut context = self
@@ -227,7 +294,11 @@ impl<S> CommandBus<S> {
                 })?;
                 return Ok(Outcome::Existing { entity });
             };
-            match self.store.append(events, context, &metadata, key).await {
+            match self
+                .store
+                .append(events, context, &metadata, key, fence.as_ref())
+                .await
+            {
                 Ok(positions) => {
                     let position = positions
                         .last()

@@ -25,7 +25,7 @@ use pm_domain::{ids, Label, NonEmptyText};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::bus::{AggregateStore, CommandBus, CommandContext, Load, Outcome};
+use crate::bus::{AggregateStore, CommandBus, CommandContext, Ending, Load, Outcome};
 use crate::clock::Clock;
 use crate::AppError;
 
@@ -260,7 +260,13 @@ impl<S: CommandStore> Commands<S> {
         };
         let outcome = self
             .bus
-            .execute::<ConversationCheckpoint>(id, Load::AssumeNew, cmd, ctx, now)
+            .execute::<ConversationCheckpoint>(
+                id,
+                Load::AssumeNew,
+                cmd,
+                &ctx.ending(Ending::ConversationTurn),
+                now,
+            )
             .await?;
         expect(
             outcome,
@@ -312,12 +318,21 @@ impl<S: CommandStore> Commands<S> {
     ) -> Result<Outcome<TaskCheckpointCreated>, AppError> {
         let id = Uuid::now_v7();
         let now = self.clock.now();
+        let ends_turn = matches!(
+            input.checkpoint_type,
+            TaskCheckpointType::WorkCompleted | TaskCheckpointType::WorkPaused
+        );
         let cmd = TaskCommand::CreateTaskCheckpoint(CreateTaskCheckpoint {
             id,
             task_id,
             checkpoint_type: input.checkpoint_type,
             now,
         });
+        let ctx = if ends_turn {
+            &ctx.ending(Ending::TaskTurn(task_id))
+        } else {
+            ctx
+        };
         let outcome = self
             .bus
             .execute::<Task>(task_id, Load::Read, cmd, ctx, now)

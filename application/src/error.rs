@@ -30,6 +30,13 @@ pub enum AppError {
     /// [`crate::bus::AppendFailure::KeyTaken`]); nothing was written.
     #[error("the Idempotency-Key already has a record")]
     IdempotencyKeyTaken,
+    /// A command fenced by a worker's claim whose claim no longer holds the turn
+    /// (WORKERS.md `409 turn_fenced`); nothing was written.
+    #[error("{0}")]
+    TurnFenced(String),
+    /// A fenced command or a turn report names a turn that does not exist.
+    #[error("turn not found")]
+    TurnNotFound,
     /// The store could not be reached; the command may be retried.
     #[error("store unavailable: {0}")]
     Unavailable(String),

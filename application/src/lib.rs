@@ -31,5 +31,6 @@ pub mod read_model;
 pub mod sagas;
 pub mod slots;
 pub mod views;
+pub mod workers;
 
 pub use error::AppError;

@@ -30,7 +30,7 @@ use std::future::Future;
 
 use chrono::{DateTime, Utc};
 use pm_domain::saga::{
-    AgentView as SagaAgent, Deadline, DeadlineOp, Recorded, SessionView as SagaSession,
+    AgentView as SagaAgent, Deadline, DeadlineOp, LeaseHeld, Recorded, SessionView as SagaSession,
     TurnView as SagaTurn,
 };
 use pm_domain::types::ActorKind;
@@ -40,7 +40,7 @@ use crate::bus::EventMetadata;
 use crate::log::{LogPosition, LoggedEvent};
 use crate::AppError;
 
-pub use engine::{ControlTarget, SagaEngine};
+pub use engine::{ControlTarget, SagaEngine, WorkerDone};
 pub use processor::SagaProcessor;
 pub use scheduler::DeadlineScheduler;
 
@@ -75,12 +75,29 @@ pub struct SagaWrite {
     pub runes: Vec<NewRune>,
     /// Deadline row changes, in order (a later one for the same row wins).
     pub deadlines: Vec<(Uuid, DeadlineOp)>,
+    /// Workers' leases the write was decided on: each `turn_lease` row must still be
+    /// stored with its epoch (and be live at `live_at` when set), locked until the write
+    /// commits — or the write fails with [`CommitError::LeaseGone`].
+    pub leases: Vec<LeaseHeld>,
     /// Session rows to upsert, with the time of their change.
     pub sessions: Vec<(SagaSession, DateTime<Utc>)>,
     /// Agent rows to upsert.
     pub agents: Vec<(SagaAgent, DateTime<Utc>)>,
     /// Turn rows to upsert.
     pub turns: Vec<(SagaTurn, DateTime<Utc>)>,
+}
+
+/// Which turns a claim may take (`POST /v1/turns/claim`'s filters).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClaimFilter {
+    /// Only this agent's turns.
+    pub agent_id: Option<Uuid>,
+    /// Only turns of agents acting for this actor.
+    pub actor_id: Option<Uuid>,
+    /// Only this conversation's turns.
+    pub conversation_id: Option<Uuid>,
+    /// Only turns of this kind.
+    pub kind: Option<pm_domain::saga::TurnKind>,
 }
 
 /// A conversation's saga state as stored: its version and its runes.
@@ -115,6 +132,15 @@ pub enum CommitError {
         /// The conversations found changed (every one of the write when the store cannot
         /// tell which).
         conversations: Vec<Uuid>,
+    },
+    /// A lease of [`SagaWrite::leases`] is no longer stored as the write was decided on
+    /// (it expired, or a fenced command that ended its turn took it). Nothing was written.
+    #[error("the lease of turn {turn_id} epoch {turn_epoch} is gone")]
+    LeaseGone {
+        /// The turn.
+        turn_id: Uuid,
+        /// The claim's epoch.
+        turn_epoch: i64,
     },
     /// The processor's stored cursor is not where the batch started.
     #[error("the stored cursor moved")]
@@ -155,6 +181,31 @@ pub trait SagaStore: Send + Sync + 'static {
         &self,
         agent_id: Uuid,
     ) -> impl Future<Output = Result<Option<Uuid>, AppError>> + Send;
+
+    /// The conversation of a turn.
+    fn turn_conversation(
+        &self,
+        turn_id: Uuid,
+    ) -> impl Future<Output = Result<Option<Uuid>, AppError>> + Send;
+
+    /// Claimable turns matching `filter` (dispatched, or streaming with no worker, in an
+    /// active session), oldest first, at most `limit`, with their conversations.
+    fn claimable(
+        &self,
+        filter: &ClaimFilter,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<(Uuid, Uuid)>, AppError>> + Send;
+
+    /// A heartbeat: moves the `turn_lease` row of (`turn_id`, `turn_epoch`) to `until` if
+    /// it is still live at `now`; answers the new expiry, or `None` when the claim no
+    /// longer holds the turn. Writes no rune.
+    fn renew_lease(
+        &self,
+        turn_id: Uuid,
+        turn_epoch: i64,
+        until: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> impl Future<Output = Result<Option<DateTime<Utc>>, AppError>> + Send;
 
     /// Writes `write` in one transaction, if every conversation of it is still at its
     /// version and every deadline it fires is still stored ([`CommitError::Conflict`]

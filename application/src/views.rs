@@ -17,6 +17,8 @@ pub use page::{List, Page, PageCursor, PageRequest};
 pub use processor::{
     ParkedEvent, ProcessorLag, ProcessorRecord, ProcessorReport, ReplicaView, RunnerView,
 };
-pub use saga::{AgentView, AnomalyInstance, AnomalyView, SessionSnapshot, SessionView, TurnView};
+pub use saga::{
+    AgentView, AnomalyInstance, AnomalyView, LeaseView, SessionSnapshot, SessionView, TurnView,
+};
 pub use stats::{CycleTime, GroupKey, StatsGroup, TaskStats, TaskStatsGroup, TaskStatsView};
 pub use task::{TaskCheckpointView, TaskDetail, TaskView};

@@ -34,9 +34,10 @@ mod types;
 mod view;
 
 pub use agent::Agent;
-pub use deadline::{Deadline, DeadlineKind, DeadlineOp, Outcome};
+pub use deadline::{Deadline, DeadlineKind, DeadlineOp, LeaseHeld, Outcome};
 pub use input::{
-    Control, ControlError, Input, AGENT_TRANSITION_NOT_ALLOWED, SESSION_TRANSITION_NOT_ALLOWED,
+    Control, ControlError, Input, WorkerOp, AGENT_TRANSITION_NOT_ALLOWED,
+    SESSION_TRANSITION_NOT_ALLOWED, TURN_FENCED, TURN_NOT_CLAIMABLE, TURN_TRANSITION_NOT_ALLOWED,
 };
 pub use plan::{plan_edge_triggers, Plan, PlanTask};
 pub use rune::agent::{AgentRune, InboxChange};
@@ -46,10 +47,10 @@ pub use rune::turn::{TurnInput, TurnRune};
 pub use rune::{Instance, Recorded, Rune, SagaAnomaly};
 pub use sagas::Sagas;
 pub use session::{fcmp_edge, Session};
-pub use turn::Turn;
+pub use turn::{Fenced, Lease, Turn};
 pub use types::{
-    AgentRole, AgentState, ConversationState, PlanState, PlanTaskStatus, SessionState, TurnKind,
-    TurnState, Verdict,
+    AgentRole, AgentState, ConversationState, HeadStatus, PlanState, PlanTaskStatus, SessionState,
+    TurnKind, TurnState, Verdict,
 };
 pub use view::{AgentView, SessionView, TurnView};
 
@@ -73,6 +74,9 @@ pub struct SagaConfig {
     pub turn_timeout: chrono::Duration,
     /// Consecutive turn errors that suspend an active session.
     pub error_threshold: u32,
+    /// Claims of one turn that may expire before it ends in `turn.error`
+    /// (`lease_expired`).
+    pub max_claims: u32,
 }
 
 impl Default for SagaConfig {
@@ -82,6 +86,7 @@ impl Default for SagaConfig {
             session_timeout: chrono::Duration::seconds(300),
             turn_timeout: chrono::Duration::seconds(600),
             error_threshold: 3,
+            max_claims: 3,
         }
     }
 }

@@ -18,18 +18,21 @@
 //! Three ways in, one per kind of caller:
 //! - [`Appender::append`] — one command's facts, atomically, with its `Idempotency-Key`'s
 //!   row written or completed in the same statement (PostgreSQL) or transaction (SQLite);
-//!   single facts on PostgreSQL are gathered by [group commit](group_commit).
+//!   single facts on PostgreSQL are gathered by [group commit](group_commit); a command
+//!   fenced by a worker's claim is appended in a transaction that checks the claim still
+//!   holds the turn ([fenced]).
 //! - [`Appender::append_in`] — rows inside a caller's transaction (a saga write: runes with
 //!   their read rows and the processor's cursor), the cursor moved by the same statement on
 //!   PostgreSQL; the caller rings with [`Appender::ring`] once it has committed.
 
 mod command;
+mod fenced;
 mod group_commit;
 mod within;
 
 use std::sync::Arc;
 
-use pm_application::bus::AppendFailure;
+use pm_application::bus::{AppendFailure, Fence};
 use pm_application::idempotency::IdempotencyKey;
 use pm_application::log::LogPosition;
 use tokio::sync::watch;
@@ -168,11 +171,19 @@ impl Appender {
         &self,
         rows: Vec<NewEvent>,
         key: Option<&IdempotencyKey>,
+        fence: Option<&Fence>,
     ) -> Result<Vec<LogPosition>, AppendFailure> {
         if rows.is_empty() {
             return Ok(Vec::new());
         }
         let positions = match (&self.inner.group_commit, rows.len()) {
+            // A fenced command decides on its turn's lease in its own transaction.
+            _ if fence.is_some() => {
+                let Some(fence) = fence else {
+                    return Err(AppendFailure::Other("a fence, and none".into()));
+                };
+                fenced::append(&self.inner.db, &rows, key, fence).await?
+            }
             (Some(group), 1) => {
                 let row = rows
                     .into_iter()

@@ -11,15 +11,17 @@
 //!   `anomalies` and `deadlines` are the analysts' SQL schema (docs/READ_MODEL.md).
 //! - [`load`]: a conversation's runes, actors' kinds, due deadlines, sessions to recover.
 //! - [`query`]: the API's reads of the saga rows.
+//! - [`leases`]: workers' leases (claimable turns, heartbeats, the leases a write holds).
 
 pub mod commit;
+pub mod leases;
 pub mod load;
 pub mod query;
 
 use chrono::{DateTime, Utc};
 use pm_application::log::{LogPosition, LoggedEvent};
 use pm_application::sagas::{
-    CommitError, Committed, SagaStore, SagaWrite, StoredConversation, SAGAS,
+    ClaimFilter, CommitError, Committed, SagaStore, SagaWrite, StoredConversation, SAGAS,
 };
 use pm_application::AppError;
 use pm_domain::saga::Deadline;
@@ -58,6 +60,28 @@ impl SagaStore for DbSagaStore {
 
     async fn agent_conversation(&self, agent_id: Uuid) -> Result<Option<Uuid>, AppError> {
         load::agent_conversation(&self.db, agent_id).await
+    }
+
+    async fn turn_conversation(&self, turn_id: Uuid) -> Result<Option<Uuid>, AppError> {
+        leases::turn_conversation(&self.db, turn_id).await
+    }
+
+    async fn claimable(
+        &self,
+        filter: &ClaimFilter,
+        limit: u32,
+    ) -> Result<Vec<(Uuid, Uuid)>, AppError> {
+        leases::claimable(&self.db, filter, limit).await
+    }
+
+    async fn renew_lease(
+        &self,
+        turn_id: Uuid,
+        turn_epoch: i64,
+        until: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<Option<DateTime<Utc>>, AppError> {
+        leases::renew(&self.db, turn_id, turn_epoch, until, now).await
     }
 
     async fn commit(

@@ -25,7 +25,7 @@ use cqrs_es::persist::{PersistedEventRepository, SerializedEvent};
 use cqrs_es::{
     Aggregate, AggregateContext, AggregateError, DomainEvent, EventEnvelope, EventStore,
 };
-use pm_application::bus::{AggregateStore, AppendFailure, EventMetadata, Load};
+use pm_application::bus::{AggregateStore, AppendFailure, EventMetadata, Fence, Load};
 use pm_application::idempotency::IdempotencyKey;
 use pm_application::log::LogPosition;
 use pm_application::slots::{Held, Slots};
@@ -173,8 +173,17 @@ impl PmStore {
 fn envelope<A: Aggregate>(event: SerializedEvent) -> StoreResult<EventEnvelope<A>> {
     let payload = serde_json::from_value(event.payload)
         .map_err(|e| AggregateError::DeserializationError(Box::new(e)))?;
-    let metadata: HashMap<String, String> = serde_json::from_value(event.metadata)
-        .map_err(|e| AggregateError::DeserializationError(Box::new(e)))?;
+    // cqrs-es's metadata is text; ours also holds numbers (a fenced fact's `turn_epoch`).
+    let metadata: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_value(event.metadata)
+            .map_err(|e| AggregateError::DeserializationError(Box::new(e)))?;
+    let metadata: HashMap<String, String> = metadata
+        .into_iter()
+        .map(|(k, v)| match v {
+            serde_json::Value::String(s) => (k, s),
+            other => (k, other.to_string()),
+        })
+        .collect();
     Ok(EventEnvelope {
         aggregate_id: event.aggregate_id,
         sequence: event.sequence,
@@ -203,7 +212,7 @@ impl<A: PmAggregate> EventStore<A> for PmStore {
         let aggregate_id = context.aggregate_id.clone();
         let version = context.version;
         let json = serde_json::to_value(&metadata).map_err(unexpected)?;
-        self.append_events(&events, context, json, None)
+        self.append_events(&events, context, json, None, None)
             .await
             .map_err(aggregate_error)?;
         Ok(events
@@ -232,6 +241,7 @@ impl PmStore {
         context: PmContext<A>,
         metadata: serde_json::Value,
         key: Option<&IdempotencyKey>,
+        fence: Option<&Fence>,
     ) -> Result<Vec<LogPosition>, AppendFailure> {
         let PmContext {
             aggregate_id,
@@ -259,7 +269,7 @@ impl PmStore {
             });
         }
         let types: Vec<String> = rows.iter().map(|r| r.event_type.clone()).collect();
-        let positions = match self.inner.appender.append(rows, key).await {
+        let positions = match self.inner.appender.append(rows, key, fence).await {
             Ok(positions) => positions,
             Err(e) => {
                 // Whatever happened, our picture of the aggregate may be stale now.
@@ -292,9 +302,10 @@ fn aggregate_error(e: AppendFailure) -> AggregateError<DomainError> {
     match e {
         AppendFailure::Conflict => AggregateError::AggregateConflict,
         AppendFailure::Unavailable(e) => AggregateError::DatabaseConnectionError(e.into()),
-        AppendFailure::KeyTaken | AppendFailure::Other(_) => {
-            AggregateError::UnexpectedError(e.to_string().into())
-        }
+        AppendFailure::KeyTaken
+        | AppendFailure::Fenced(_)
+        | AppendFailure::TurnNotFound
+        | AppendFailure::Other(_) => AggregateError::UnexpectedError(e.to_string().into()),
     }
 }
 
@@ -309,9 +320,10 @@ impl<A: PmAggregate> AggregateStore<A> for PmStore {
         context: PmContext<A>,
         metadata: &EventMetadata,
         key: Option<&IdempotencyKey>,
+        fence: Option<&Fence>,
     ) -> Result<Vec<LogPosition>, AppendFailure> {
         let json =
             serde_json::to_value(metadata).map_err(|e| AppendFailure::Other(e.to_string()))?;
-        self.append_events(&events, context, json, key).await
+        self.append_events(&events, context, json, key, fence).await
     }
 }

@@ -76,7 +76,7 @@ async fn a_command_s_facts_take_increasing_positions_in_row_order(db: TestDb) {
     let (appender, database, mut rung) = appender(&db).await;
     rung.mark_unchanged();
     let positions = appender
-        .append(vec![row("a", 1), row("a", 2), row("a", 3)], None)
+        .append(vec![row("a", 1), row("a", 2), row("a", 3)], None, None)
         .await
         .expect("appended");
     assert_eq!(positions.len(), 3);
@@ -105,20 +105,22 @@ async fn a_command_s_facts_take_increasing_positions_in_row_order(db: TestDb) {
 async fn a_taken_sequence_is_a_conflict_that_writes_nothing(db: TestDb) {
     let (appender, database, _rung) = appender(&db).await;
     appender
-        .append(vec![row("a", 1)], None)
+        .append(vec![row("a", 1)], None, None)
         .await
         .expect("first");
     assert_eq!(
-        appender.append(vec![row("a", 1)], None).await,
+        appender.append(vec![row("a", 1)], None, None).await,
         Err(AppendFailure::Conflict)
     );
     // A command of two facts, the second taken: neither is written.
     appender
-        .append(vec![row("b", 2)], None)
+        .append(vec![row("b", 2)], None, None)
         .await
         .expect("b's second");
     assert_eq!(
-        appender.append(vec![row("b", 1), row("b", 2)], None).await,
+        appender
+            .append(vec![row("b", 1), row("b", 2)], None, None)
+            .await,
         Err(AppendFailure::Conflict)
     );
     let ids: Vec<(String, i64)> = log(&database)
@@ -133,7 +135,7 @@ async fn a_key_is_written_with_its_fact_and_a_taken_key_writes_nothing(db: TestD
     let (appender, database, _rung) = appender(&db).await;
     let k = key("k-1");
     let first = appender
-        .append(vec![row("a", 1)], Some(&k))
+        .append(vec![row("a", 1)], Some(&k), None)
         .await
         .expect("first");
     let stored = database
@@ -152,7 +154,7 @@ async fn a_key_is_written_with_its_fact_and_a_taken_key_writes_nothing(db: TestD
 
     for rows in [vec![row("b", 1)], vec![row("c", 1), row("c", 2)]] {
         assert_eq!(
-            appender.append(rows, Some(&k)).await,
+            appender.append(rows, Some(&k), None).await,
             Err(AppendFailure::KeyTaken)
         );
     }
@@ -174,7 +176,7 @@ async fn concurrent_appends_are_each_answered_once(db: TestDb) {
             } else {
                 format!("own-{i}")
             };
-            tokio::spawn(async move { appender.append(vec![row(&id, 1)], None).await })
+            tokio::spawn(async move { appender.append(vec![row(&id, 1)], None, None).await })
         })
         .collect();
     let mut positions = BTreeSet::new();

@@ -62,6 +62,7 @@ fn started(conversation: Uuid) -> Vec<NewRune> {
                     causation_id: None,
                     role: "saga".into(),
                     recorded_at: Utc::now(),
+                    turn: None,
                 },
             }
         })

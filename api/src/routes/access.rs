@@ -28,6 +28,9 @@ pub enum Access {
     Command(&'static [Role]),
     /// Operators only (admin).
     Admin,
+    /// A call of these roles (and admin) that is not a command: `Idempotency-Key` does
+    /// not apply (the workers' claims and reports: their answers are not facts).
+    Call(&'static [Role]),
 }
 
 impl Access {
@@ -36,7 +39,7 @@ impl Access {
         let others: &[Role] = match self {
             Self::Open => return Vec::new(),
             Self::Read => READERS,
-            Self::Command(roles) => roles,
+            Self::Command(roles) | Self::Call(roles) => roles,
             Self::Admin => &[],
         };
         std::iter::once(Role::Admin)
@@ -46,7 +49,7 @@ impl Access {
 
     /// Whether a role may be refused (`403`): every role but admin is allowed to read.
     pub fn may_forbid(self) -> bool {
-        matches!(self, Self::Command(_) | Self::Admin)
+        matches!(self, Self::Command(_) | Self::Admin | Self::Call(_))
     }
 }
 

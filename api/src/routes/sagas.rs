@@ -126,6 +126,7 @@ fn metadata(ctx: &Ctx, control: &str, recorded_at: chrono::DateTime<chrono::Utc>
         ),
         role: ctx.0.role.clone(),
         recorded_at,
+        turn: None,
     }
 }
 
@@ -167,6 +168,7 @@ async fn run_control<T: serde::Serialize>(
         ControlError::NotAllowed { code, detail } => {
             ApiError::new(StatusCode::CONFLICT, code, detail)
         }
+        ControlError::TurnNotFound => ApiError::internal("a control named no turn"),
     })?;
     let body = read(state.queries.sagas_unchecked())
         .await?

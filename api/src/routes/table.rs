@@ -6,7 +6,7 @@ use axum::http::Method;
 use axum::routing::{get, post, MethodRouter};
 
 use super::access::{Access, INGRESS, INGRESS_LLM, LLM};
-use super::{admin, commands, events, ops, queries, sagas};
+use super::{admin, commands, events, ops, queries, sagas, workers};
 use crate::state::AppState;
 
 /// One endpoint.
@@ -37,7 +37,7 @@ fn ep(
 
 /// Every endpoint.
 pub fn endpoints() -> Vec<Endpoint> {
-    use Access::{Admin, Command, Open, Read};
+    use Access::{Admin, Call, Command, Open, Read};
     use Method as M;
     vec![
         ep(
@@ -175,6 +175,37 @@ pub fn endpoints() -> Vec<Endpoint> {
         ep(M::POST, "/v1/agents/{id}/kill", Admin, post(sagas::kill)),
         ep(M::GET, "/v1/turns", Read, get(sagas::turns)),
         ep(M::GET, "/v1/turns/{id}", Read, get(sagas::turn)),
+        ep(M::POST, "/v1/turns/claim", Call(LLM), post(workers::claim)),
+        ep(
+            M::POST,
+            "/v1/turns/{id}/heartbeat",
+            Call(LLM),
+            post(workers::heartbeat),
+        ),
+        ep(
+            M::POST,
+            "/v1/turns/{id}/release",
+            Call(LLM),
+            post(workers::release),
+        ),
+        ep(
+            M::POST,
+            "/v1/turns/{id}/error",
+            Call(LLM),
+            post(workers::error),
+        ),
+        ep(
+            M::POST,
+            "/v1/turns/{id}/usage",
+            Call(LLM),
+            post(workers::usage),
+        ),
+        ep(
+            M::POST,
+            "/v1/turns/{id}/interrupt",
+            Admin,
+            post(workers::interrupt),
+        ),
         ep(M::GET, "/v1/anomalies", Read, get(sagas::anomalies)),
         ep(M::GET, "/v1/events", Read, get(events::events)),
         ep(M::GET, "/healthz", Open, get(ops::healthz)),

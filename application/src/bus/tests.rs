@@ -149,6 +149,7 @@ impl AggregateStore<Note> for FakeStore {
         _: Ctx,
         _: &EventMetadata,
         _: Option<&IdempotencyKey>,
+        _: Option<&crate::bus::Fence>,
     ) -> Result<Vec<LogPosition>, AppendFailure> {
         *self.appends.lock().expect("lock") += 1;
         let fault = {
@@ -181,6 +182,8 @@ fn ctx() -> CommandContext {
         causation_id: None,
         role: "test".into(),
         idempotency_key: None,
+        turn: None,
+        ends: None,
     }
 }
 

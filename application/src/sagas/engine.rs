@@ -15,7 +15,10 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use futures::stream::{self, StreamExt};
-use pm_domain::saga::{Control, ControlError, Deadline, Input, Instance, Outcome, SagaConfig};
+use pm_domain::saga::{
+    Control, ControlError, Deadline, Input, Instance, Outcome, SagaConfig, WorkerOp, TURN_FENCED,
+    TURN_TRANSITION_NOT_ALLOWED,
+};
 use pm_domain::types::ActorKind;
 use uuid::Uuid;
 
@@ -42,6 +45,37 @@ const READS_IN_PARALLEL: usize = 16;
 
 /// Conversations whose deadlines or recovery are decided and committed at once.
 const CONVERSATIONS_IN_PARALLEL: usize = 8;
+
+/// What [`SagaEngine::worker`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerDone {
+    /// The turn's conversation.
+    pub conversation: Uuid,
+    /// The position of its last rune, if it wrote any.
+    pub position: Option<LogPosition>,
+    /// The turn's row after it.
+    pub turn: Option<pm_domain::saga::TurnView>,
+}
+
+/// What [`SagaEngine::one`] committed, and what its caller read from the machines.
+struct Done<T> {
+    position: Option<LogPosition>,
+    read: T,
+}
+
+/// Why [`SagaEngine::one`] did not commit.
+enum OneError {
+    /// A lease the outcome was decided on is gone.
+    LeaseGone,
+    /// The store failed.
+    App(AppError),
+}
+
+impl From<AppError> for OneError {
+    fn from(e: AppError) -> Self {
+        Self::App(e)
+    }
+}
 
 /// The role recorded in the metadata of runes.
 const SAGA_ROLE: &str = "saga";
@@ -251,9 +285,15 @@ impl<S: SagaStore> SagaEngine<S> {
         };
         let machines =
             loaded(held, p.conversation).map_err(|e| BatchError::Transient(e.to_string()))?;
+        // A fenced fact (WORKERS.md) names its turn in its metadata.
+        let fence = event
+            .metadata
+            .get("turn_id")
+            .and_then(|t| t.as_str())
+            .and_then(|t| Uuid::parse_str(t).ok());
         let outcome = machines
             .sagas
-            .handle_at(event.position.value(), input, now, &self.config)
+            .handle_fenced_at(event.position.value(), fence, input, now, &self.config)
             .map_err(|e| BatchError::Poison {
                 index: p.index,
                 reason: format!("a fact was refused like a control: {e}"),
@@ -267,6 +307,7 @@ impl<S: SagaStore> SagaEngine<S> {
             causation_id: Some(event.position.to_string()),
             role: SAGA_ROLE.into(),
             recorded_at: now,
+            turn: None,
         };
         record(machines, write, p.conversation, outcome, &metadata);
         Ok(())
@@ -313,6 +354,7 @@ impl<S: SagaStore> SagaEngine<S> {
                 causation_id: Some(format!("{}:{}", deadline_key(deadline), deadline.epoch)),
                 role: SAGA_ROLE.into(),
                 recorded_at: now,
+                turn: None,
             };
             // The row is spent whatever the machine decides (a stale epoch does nothing).
             write.fired.push((conversation, *deadline));
@@ -368,6 +410,7 @@ impl<S: SagaStore> SagaEngine<S> {
             causation_id: Some("restart".into()),
             role: SAGA_ROLE.into(),
             recorded_at: now,
+            turn: None,
         };
         let mut held = self.slots.hold_all(&BTreeSet::from([conversation])).await;
         for attempt in 1..=ATTEMPTS {
@@ -404,6 +447,74 @@ impl<S: SagaStore> SagaEngine<S> {
                 None => return Ok(Err(ControlError::AgentNotFound)),
             },
         };
+        let input = || Input::Control(control.clone());
+        match self.one(conversation, input, &metadata, |_| ()).await {
+            Ok(done) => Ok(done.map(|d| (conversation, d.position))),
+            Err(OneError::App(e)) => Err(e),
+            // A control decides on no lease.
+            Err(OneError::LeaseGone) => Err(AppError::Internal(
+                "a control was decided on a worker's lease".into(),
+            )),
+        }
+    }
+
+    /// A worker's request on a turn (WORKERS.md), decided on its conversation's machines
+    /// (`conversation` when the caller knows it, else looked up) and committed with the
+    /// leases it was decided on; answers the turn's row after it.
+    ///
+    /// # Errors
+    /// `Ok(Err(ControlError))` when the machine refuses it, or when the lease it relied on
+    /// was gone at commit (`turn_fenced` for a report; `turn_transition_not_allowed` for an
+    /// interrupt that lost to a fenced completion); [`AppError`] for the store.
+    #[tracing::instrument(name = "saga_worker", skip(self, op, metadata))]
+    pub async fn worker(
+        &self,
+        turn_id: Uuid,
+        conversation: Option<Uuid>,
+        op: WorkerOp,
+        metadata: EventMetadata,
+    ) -> Result<Result<WorkerDone, ControlError>, AppError> {
+        let conversation = match conversation {
+            Some(c) => c,
+            None => match self.store.turn_conversation(turn_id).await? {
+                Some(c) => c,
+                None => return Ok(Err(ControlError::TurnNotFound)),
+            },
+        };
+        let interrupt = matches!(op, WorkerOp::Interrupt { .. });
+        let input = || Input::Worker {
+            turn_id,
+            op: op.clone(),
+        };
+        let read = |sagas: &pm_domain::saga::Sagas| sagas.turn_view(turn_id);
+        match self.one(conversation, input, &metadata, read).await {
+            Ok(done) => Ok(done.map(|d| WorkerDone {
+                conversation,
+                position: d.position,
+                turn: d.read,
+            })),
+            Err(OneError::LeaseGone) if interrupt => Ok(Err(ControlError::NotAllowed {
+                code: TURN_TRANSITION_NOT_ALLOWED,
+                detail: "the turn is completing: a fenced command ended it first".into(),
+            })),
+            Err(OneError::LeaseGone) => Ok(Err(ControlError::NotAllowed {
+                code: TURN_FENCED,
+                detail: "the claim's lease expired or was ended".into(),
+            })),
+            Err(OneError::App(e)) => Err(e),
+        }
+    }
+
+    /// Decides one input on one conversation and commits it, deciding again (reloaded)
+    /// when another writer changed the conversation meanwhile; `read` takes what the
+    /// caller wants from the machines after the input.
+    async fn one<T>(
+        &self,
+        conversation: Uuid,
+        input: impl Fn() -> Input<'static>,
+        metadata: &EventMetadata,
+        read: impl Fn(&pm_domain::saga::Sagas) -> T,
+    ) -> Result<Result<Done<T>, ControlError>, OneError> {
         let mut held = self.slots.hold_all(&BTreeSet::from([conversation])).await;
         for attempt in 1..=ATTEMPTS {
             self.load(&mut held, &BTreeSet::new()).await?;
@@ -412,28 +523,31 @@ impl<S: SagaStore> SagaEngine<S> {
             if machines.sagas.session().is_none() {
                 return Ok(Err(ControlError::SessionNotFound));
             }
-            let outcome =
-                match machines
-                    .sagas
-                    .handle(Input::Control(control.clone()), now, &self.config)
-                {
-                    Ok(outcome) => outcome,
-                    // A refusal changes nothing, in memory either.
-                    Err(refused) => return Ok(Err(refused)),
-                };
+            let outcome = match machines.sagas.handle(input(), now, &self.config) {
+                Ok(outcome) => outcome,
+                // A refusal changes nothing, in memory either.
+                Err(refused) => return Ok(Err(refused)),
+            };
             let mut write = SagaWrite::default();
             let metadata = EventMetadata {
                 recorded_at: now,
                 ..metadata.clone()
             };
             record(machines, &mut write, conversation, outcome, &metadata);
+            let value = read(&machines.sagas);
             match self.commit(&mut held, write, None).await {
-                Ok(committed) => return Ok(Ok((conversation, committed.last_position))),
+                Ok(committed) => {
+                    return Ok(Ok(Done {
+                        position: committed.last_position,
+                        read: value,
+                    }))
+                }
                 Err(CommitError::Conflict { .. }) if attempt < ATTEMPTS => {}
-                Err(e) => return Err(commit_error(e)),
+                Err(CommitError::LeaseGone { .. }) => return Err(OneError::LeaseGone),
+                Err(e) => return Err(commit_error(e).into()),
             }
         }
-        Err(AppError::ConcurrencyConflict { attempts: ATTEMPTS })
+        Err(AppError::ConcurrencyConflict { attempts: ATTEMPTS }.into())
     }
 
     /// Runs `input` through the machines of `conversation` into `write`. Inputs that are
@@ -602,6 +716,7 @@ fn record(
     write
         .deadlines
         .extend(outcome.deadlines.into_iter().map(|op| (conversation, op)));
+    write.leases.extend(outcome.leases);
 }
 
 /// Adds the session, agent and turn rows that `write`'s runes changed, at the time of the

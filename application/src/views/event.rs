@@ -44,6 +44,12 @@ pub struct CloudEvent {
     /// The conversation it belongs to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conversationid: Option<String>,
+    /// The turn a fenced command acted for (WORKERS.md; metadata `turn_id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turnid: Option<String>,
+    /// The epoch of the claim it acted under (metadata `turn_epoch`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turnepoch: Option<i64>,
 }
 
 impl From<&LoggedEvent> for CloudEvent {
@@ -70,6 +76,8 @@ impl From<&LoggedEvent> for CloudEvent {
             causationid: meta("causation_id"),
             role: meta("role"),
             conversationid: e.conversation_id.map(|c| c.to_string()),
+            turnid: meta("turn_id"),
+            turnepoch: e.metadata.get("turn_epoch").and_then(Value::as_i64),
         }
     }
 }

@@ -4,7 +4,8 @@
 
 use chrono::{DateTime, Utc};
 use pm_domain::saga::{
-    AgentRole, AgentState, ConversationState, SessionState, TurnInput, TurnKind, TurnState,
+    AgentRole, AgentState, ConversationState, HeadStatus, SessionState, TurnInput, TurnKind,
+    TurnState,
 };
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -59,6 +60,9 @@ pub struct AgentView {
     pub turn_epoch: i64,
     /// The turn it runs; null when idle.
     pub active_turn_id: Option<Uuid>,
+    /// The L0 head: `idle`, `dispatched` (its turn waits for a worker), `running`
+    /// (streaming) or `suspended` (its turn waits for tool results).
+    pub head_status: HeadStatus,
     /// Its inbox, oldest first.
     pub queued_turn_ids: Vec<Uuid>,
     /// When it was spawned.
@@ -98,12 +102,33 @@ pub struct TurnView {
     pub deliverable: Option<Uuid>,
     /// Why the deliverable is what it is (`no_message`, `watchdog`, `steer`, …).
     pub deliverable_reason: Option<String>,
+    /// The worker's claim holding the turn (WORKERS.md); null when none does.
+    pub lease: Option<LeaseView>,
+    /// How many times workers claimed it.
+    pub claims: u32,
+    /// Prompt tokens its workers reported (`POST /v1/turns/{id}/usage`), summed.
+    pub input_tokens: u64,
+    /// Completion tokens its workers reported, summed.
+    pub output_tokens: u64,
     /// When it was queued.
     #[serde(with = "pm_domain::time")]
     pub created_at: DateTime<Utc>,
     /// When it last changed.
     #[serde(with = "pm_domain::time")]
     pub updated_at: DateTime<Utc>,
+}
+
+/// A worker's claim on a turn.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct LeaseView {
+    /// The worker's name.
+    pub worker: String,
+    /// The claim's epoch: the `PM-Turn-Epoch` its commands carry.
+    pub turn_epoch: i64,
+    /// When the lease ends unless renewed (heartbeats move it).
+    #[serde(with = "pm_domain::time")]
+    pub lease_expires_at: DateTime<Utc>,
 }
 
 /// The saga instance an anomaly was recorded on.

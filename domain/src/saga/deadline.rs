@@ -14,6 +14,9 @@ wire_enum! {
         SessionTimeout = "session_timeout",
         /// The turn watchdog (L0 §3.6, §8); epoch = the turn's watchdog epoch.
         TurnTimeout = "turn_timeout",
+        /// A worker's claim of a turn (WORKERS.md, L0 §8); epoch = the claim's `turn_epoch`.
+        /// A heartbeat moves its `due_at` (no rune); firing it fences the claim off.
+        TurnLease = "turn_lease",
     }
 }
 
@@ -56,6 +59,21 @@ impl DeadlineOp {
     }
 }
 
+/// A worker's lease that must still be stored when an outcome is written: the outcome was
+/// decided on it, and only the store knows whether a heartbeat kept it alive or a fenced
+/// command ended it meanwhile (WORKERS.md: a report races an expiry or an interrupt races
+/// a completion, and exactly one of them lands).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseHeld {
+    /// The turn.
+    pub turn_id: uuid::Uuid,
+    /// The claim's epoch.
+    pub turn_epoch: i64,
+    /// When set, the lease must also be live at this time (a report); unset, it only
+    /// must not have been ended by a fenced command (an interrupt).
+    pub live_at: Option<DateTime<Utc>>,
+}
+
 /// What one input did: the runes to record, in order, and the deadline operations (at
 /// most one per row: the last decision wins).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -64,12 +82,14 @@ pub struct Outcome {
     pub runes: Vec<Recorded>,
     /// Deadline operations, at most one per (instance, kind).
     pub deadlines: Vec<DeadlineOp>,
+    /// Leases the outcome was decided on (see [`LeaseHeld`]).
+    pub leases: Vec<LeaseHeld>,
 }
 
 impl Outcome {
     /// Whether the input changed nothing.
     pub fn is_empty(&self) -> bool {
-        self.runes.is_empty() && self.deadlines.is_empty()
+        self.runes.is_empty() && self.deadlines.is_empty() && self.leases.is_empty()
     }
 
     /// Adds a deadline operation, replacing an earlier one for the same row.

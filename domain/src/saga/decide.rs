@@ -24,11 +24,13 @@ mod plan;
 mod task;
 mod timers;
 mod turns;
+mod worker;
 
-/// Decides and applies one input.
+/// Decides and applies one input; `fence` is the turn a fenced fact belongs to.
 pub(super) fn run(
     sagas: &mut Sagas,
     input: Input<'_>,
+    fence: Option<Uuid>,
     now: DateTime<Utc>,
     config: &SagaConfig,
 ) -> Result<Outcome, ControlError> {
@@ -41,6 +43,7 @@ pub(super) fn run(
     let Some(conv) = input.conversation_id().or(known) else {
         return match input {
             Input::Control(Control::Kill { .. }) => Err(ControlError::AgentNotFound),
+            Input::Worker { .. } => Err(ControlError::TurnNotFound),
             Input::Control(_) => Err(ControlError::SessionNotFound),
             _ => Ok(Outcome::default()),
         };
@@ -50,6 +53,7 @@ pub(super) fn run(
         now,
         config,
         conv,
+        fence,
         out: Outcome::default(),
     };
     match input {
@@ -62,6 +66,7 @@ pub(super) fn run(
         Input::TaskCheckpointCreated { fact, .. } => step.task_checkpoint(fact),
         Input::DeadlineDue(deadline) => step.deadline_due(deadline),
         Input::Control(control) => step.control(control)?,
+        Input::Worker { turn_id, op } => step.worker(turn_id, op)?,
         Input::Restart { overdue } => step.restart(overdue),
     }
     step.dispatch_all();
@@ -74,6 +79,9 @@ struct Step<'a> {
     now: DateTime<Utc>,
     config: &'a SagaConfig,
     conv: Uuid,
+    /// The turn a fenced fact belongs to (its `turn_id` metadata): the fact moves that
+    /// turn or none.
+    fence: Option<Uuid>,
     out: Outcome,
 }
 

@@ -36,6 +36,49 @@ pub enum Control {
     },
 }
 
+/// A worker's request on a claimed turn, or an operator's interrupt (WORKERS.md). The
+/// reports carry the claim's `turn_epoch`: they act only for the claim that holds the turn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkerOp {
+    /// `POST /v1/turns/claim` picked this turn: a new lease under the next epoch.
+    Claim {
+        /// The worker's name.
+        worker: String,
+        /// How long the lease lasts unless renewed.
+        lease: chrono::Duration,
+    },
+    /// `POST /v1/turns/{id}/release`: the worker gives the turn back.
+    Release {
+        /// The claim's epoch.
+        turn_epoch: i64,
+        /// Recorded in `turn.released`.
+        reason: String,
+    },
+    /// `POST /v1/turns/{id}/error`: ECHS `stream_error`.
+    Error {
+        /// The claim's epoch.
+        turn_epoch: i64,
+        /// `turn.error`'s `error_type`.
+        error_type: String,
+        /// `turn.error`'s `message`.
+        message: String,
+    },
+    /// `POST /v1/turns/{id}/usage`: tokens spent, added up.
+    Usage {
+        /// The claim's epoch.
+        turn_epoch: i64,
+        /// Prompt tokens.
+        input_tokens: u64,
+        /// Completion tokens.
+        output_tokens: u64,
+    },
+    /// `POST /v1/turns/{id}/interrupt` (operator): the turn ends `interrupted`.
+    Interrupt {
+        /// Recorded in `turn.interrupted`.
+        reason: String,
+    },
+}
+
 /// An input of [`super::Sagas::handle`].
 #[derive(Debug, Clone)]
 pub enum Input<'a> {
@@ -68,6 +111,13 @@ pub enum Input<'a> {
     DeadlineDue(&'a Deadline),
     /// An operator control.
     Control(Control),
+    /// A worker's request on a turn of this conversation.
+    Worker {
+        /// The turn.
+        turn_id: Uuid,
+        /// What is asked.
+        op: WorkerOp,
+    },
     /// Start-up recovery (FCMP §4), with this conversation's deadlines that fell due while
     /// the service was down.
     Restart {
@@ -87,7 +137,10 @@ impl Input<'_> {
             Self::TaskCheckpointCreated {
                 conversation_id, ..
             } => Some(*conversation_id),
-            Self::DeadlineDue(_) | Self::Control(_) | Self::Restart { .. } => None,
+            Self::DeadlineDue(_)
+            | Self::Control(_)
+            | Self::Worker { .. }
+            | Self::Restart { .. } => None,
         }
     }
 }
@@ -101,6 +154,9 @@ pub enum ControlError {
     /// No agent with this id (HTTP 404).
     #[error("agent not found")]
     AgentNotFound,
+    /// No turn with this id (HTTP 404 `turn_not_found`).
+    #[error("turn not found")]
+    TurnNotFound,
     /// The machine has no edge for the control from the current state (HTTP 409).
     #[error("{code}: {detail}")]
     NotAllowed {
@@ -115,3 +171,12 @@ pub enum ControlError {
 pub const SESSION_TRANSITION_NOT_ALLOWED: &str = "session_transition_not_allowed";
 /// [`ControlError::NotAllowed`]'s code for an agent control.
 pub const AGENT_TRANSITION_NOT_ALLOWED: &str = "agent_transition_not_allowed";
+/// [`ControlError::NotAllowed`]'s code for an interrupt of a turn that cannot be
+/// interrupted (WORKERS.md).
+pub const TURN_TRANSITION_NOT_ALLOWED: &str = "turn_transition_not_allowed";
+/// [`ControlError::NotAllowed`]'s code for a report whose claim does not hold the turn
+/// (WORKERS.md `409 turn_fenced`).
+pub const TURN_FENCED: &str = "turn_fenced";
+/// [`ControlError::NotAllowed`]'s code for a claim of a turn that is not claimable (the
+/// claimant moves on to the next; never answered as such).
+pub const TURN_NOT_CLAIMABLE: &str = "turn_not_claimable";

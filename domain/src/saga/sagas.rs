@@ -67,7 +67,7 @@ impl Sagas {
         now: DateTime<Utc>,
         config: &SagaConfig,
     ) -> Result<Outcome, ControlError> {
-        decide::run(self, input, now, config)
+        decide::run(self, input, None, now, config)
     }
 
     /// [`Sagas::handle`] for an input at a log position: a position at or below the last
@@ -82,10 +82,28 @@ impl Sagas {
         now: DateTime<Utc>,
         config: &SagaConfig,
     ) -> Result<Outcome, ControlError> {
+        self.handle_fenced_at(position, None, input, now, config)
+    }
+
+    /// [`Sagas::handle_at`] for a fact fenced by a worker's claim (WORKERS.md): it moves
+    /// the turn `fence` names and no other — a fenced message or checkpoint whose turn
+    /// ended before the sagas reached it is recorded as `saga.anomaly` on that turn
+    /// instead of being taken for another turn's.
+    ///
+    /// # Errors
+    /// As [`Sagas::handle`].
+    pub fn handle_fenced_at(
+        &mut self,
+        position: i64,
+        fence: Option<Uuid>,
+        input: Input<'_>,
+        now: DateTime<Utc>,
+        config: &SagaConfig,
+    ) -> Result<Outcome, ControlError> {
         if self.last_position.is_some_and(|last| position <= last) {
             return Ok(Outcome::default());
         }
-        let outcome = self.handle(input, now, config)?;
+        let outcome = decide::run(self, input, fence, now, config)?;
         self.last_position = Some(position);
         Ok(outcome)
     }

@@ -1,7 +1,8 @@
 //! Tests of the saga machines. Every step of every test checks the invariants
 //! ([`invariants::check_invariants`]): every rune an edge, INV-TURN-SEQUENTIAL, one
 //! terminal rune per turn carrying its delivery, the fold of the log equal to the live
-//! state, a closed session with only terminated agents.
+//! state, a closed session with only terminated agents, a worker's lease held exactly
+//! while its deadline row is armed.
 //!
 //! | module | what |
 //! |---|---|
@@ -9,6 +10,7 @@
 //! | `agent_table` | the agent table |
 //! | `turn_table`, `turn_tasks` | the turn table (conversation and task turns) |
 //! | `plan_table` | the autonomy-loop table |
+//! | `worker_table` | the workers' protocol (WORKERS.md): claims, fenced reports, lease expiry, interrupts, fenced facts, `head_status`; a property test of random claims, expiries, reports, interrupts and fenced facts |
 //! | `aggregates` | each aggregate at its own boundary (`Record` command): machine-only edges, refusals |
 //! | `e2e` | the end-to-end script, anomaly-free |
 //! | `props` | property tests over random inputs, with redelivery |
@@ -42,3 +44,4 @@ mod turn_table;
 mod turn_tasks;
 mod views;
 mod wire;
+mod worker_table;

@@ -27,6 +27,64 @@ pub struct Turn {
     deliverable: Option<Uuid>,
     deliverable_reason: Option<String>,
     anomalies: u32,
+    #[serde(default)]
+    lease: Option<Lease>,
+    #[serde(default)]
+    claims: u32,
+    #[serde(default)]
+    expired_claims: u32,
+    #[serde(default)]
+    usage: Option<(u64, u64)>,
+}
+
+/// A worker's claim on a turn, as its runes recorded it (a heartbeat moves the expiry in
+/// the store only: it writes no rune).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    /// The claim's epoch.
+    pub turn_epoch: i64,
+    /// The worker's name.
+    pub worker: String,
+    /// The expiry the claim was given.
+    #[serde(with = "crate::time")]
+    pub lease_expires_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// Why a command or report fenced by (turn, epoch) is refused: WORKERS.md's `409
+/// turn_fenced`, with its detail.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Fenced {
+    /// A later claim holds the turn.
+    #[error("turn_epoch {given} is stale: the turn is claimed under epoch {current}")]
+    NewerEpoch {
+        /// The epoch the caller sent.
+        given: i64,
+        /// The turn's epoch.
+        current: i64,
+    },
+    /// The epoch was never claimed.
+    #[error("turn_epoch {given} was never claimed (the turn is at epoch {current})")]
+    UnknownEpoch {
+        /// The epoch the caller sent.
+        given: i64,
+        /// The turn's epoch.
+        current: i64,
+    },
+    /// The claim's lease expired or was released.
+    #[error("the lease of epoch {given} ended (expired or released): claim the turn again")]
+    LeaseEnded {
+        /// The epoch the caller sent.
+        given: i64,
+    },
+    /// The turn waits for tool results (L0 `suspended`).
+    #[error("the turn is suspended (tool_executing)")]
+    Suspended,
+    /// The turn is over.
+    #[error("the turn ended ({0})")]
+    Ended(TurnState),
+    /// The turn was never claimed.
+    #[error("the turn is {0}: it was never claimed")]
+    NotClaimed(TurnState),
 }
 
 impl Turn {
@@ -106,6 +164,67 @@ impl Turn {
     pub fn starts_on_dispatch(&self) -> bool {
         matches!(self.input, Some(TurnInput::TaskResume { .. }))
     }
+    /// The worker's claim, while one holds the turn.
+    pub fn lease(&self) -> Option<&Lease> {
+        self.lease.as_ref()
+    }
+    /// How many times it was claimed.
+    pub fn claims(&self) -> u32 {
+        self.claims
+    }
+    /// How many of its claims expired.
+    pub fn expired_claims(&self) -> u32 {
+        self.expired_claims
+    }
+    /// Tokens reported (input, output), once any were.
+    pub fn usage(&self) -> Option<(u64, u64)> {
+        self.usage
+    }
+    /// WORKERS.md's claimable (before the session's say): `dispatched`, or `streaming`
+    /// with no worker holding it.
+    pub fn is_claimable(&self) -> bool {
+        match self.state {
+            Some(TurnState::Dispatched) => true,
+            Some(TurnState::Streaming) => self.lease.is_none(),
+            _ => false,
+        }
+    }
+    /// Whether a command or report fenced by `turn_epoch` may act for the turn, as far as
+    /// its runes know (the store still checks the lease is live: heartbeats move it).
+    ///
+    /// # Errors
+    /// [`Fenced`] saying why not.
+    pub fn fence(&self, turn_epoch: i64) -> Result<(), Fenced> {
+        let current = self.turn_epoch.unwrap_or(0);
+        let state = self.state.unwrap_or(TurnState::Queued);
+        if state.is_terminal() {
+            return Err(Fenced::Ended(state));
+        }
+        if turn_epoch < current {
+            return Err(Fenced::NewerEpoch {
+                given: turn_epoch,
+                current,
+            });
+        }
+        if turn_epoch > current {
+            return Err(Fenced::UnknownEpoch {
+                given: turn_epoch,
+                current,
+            });
+        }
+        if state == TurnState::ToolExecuting {
+            return Err(Fenced::Suspended);
+        }
+        if self.claims == 0 {
+            return Err(Fenced::NotClaimed(state));
+        }
+        match &self.lease {
+            Some(lease) if lease.turn_epoch == turn_epoch && state == TurnState::Streaming => {
+                Ok(())
+            }
+            _ => Err(Fenced::LeaseEnded { given: turn_epoch }),
+        }
+    }
     /// The state's name, `none` before `turn.queued`.
     pub fn state_name(&self) -> String {
         self.state.map_or("none", TurnState::as_str).to_string()
@@ -122,6 +241,10 @@ impl Turn {
             TurnRune::Completed(r) => r.turn_id,
             TurnRune::Interrupted(r) => r.turn_id,
             TurnRune::Error(r) => r.turn_id,
+            TurnRune::Claimed(r) => r.turn_id,
+            TurnRune::LeaseExpired(r) => r.turn_id,
+            TurnRune::Released(r) => r.turn_id,
+            TurnRune::UsageReported(r) => r.turn_id,
             TurnRune::Anomaly(_) => return Ok(()),
         };
         if let Some(expected) = self.turn_id.filter(|e| *e != id) {
@@ -140,6 +263,22 @@ impl Turn {
         if let TurnRune::Started(r) = rune {
             if self.agent_id.is_some_and(|a| a != r.agent_id) {
                 return fail(format!("agent {} is not the turn's agent", r.agent_id));
+            }
+        }
+        if let TurnRune::Claimed(r) = rune {
+            let current = self.turn_epoch.unwrap_or(0);
+            if r.turn_epoch <= current {
+                return fail(format!("epoch {} is not above {current}", r.turn_epoch));
+            }
+        }
+        let lease_end = match rune {
+            TurnRune::LeaseExpired(r) => Some(r.turn_epoch),
+            TurnRune::Released(r) => Some(r.turn_epoch),
+            _ => None,
+        };
+        if let Some(epoch) = lease_end {
+            if self.lease.as_ref().map(|l| l.turn_epoch) != Some(epoch) {
+                return fail(format!("epoch {epoch} holds no lease"));
             }
         }
         if let Some((deliverable, reason)) = rune.delivery() {
@@ -171,6 +310,9 @@ impl Machine for Turn {
             R::Completed(_) => matches!(st, Some(T::Streaming | T::ToolExecuting)),
             R::Interrupted(_) => st == Some(T::Queued) || self.is_running(),
             R::Error(_) => self.is_running(),
+            R::Claimed(_) => self.is_claimable() && st == Some(T::Streaming),
+            R::LeaseExpired(_) | R::Released(_) => st == Some(T::Streaming),
+            R::UsageReported(_) => self.is_running(),
             R::Anomaly(_) => true,
         };
         if edge {
@@ -214,6 +356,8 @@ impl Machine for Turn {
             }
             R::ToolCallsReceived(_) => {
                 self.watchdog_epoch += 1;
+                // WORKERS.md: reporting tool calls ends the worker's lease.
+                self.lease = None;
                 self.state = Some(T::ToolExecuting);
             }
             R::ToolsFinished(_) => {
@@ -243,6 +387,27 @@ impl Machine for Turn {
                 let reason = Some(r.error_type);
                 self.end(T::Error, name, reason, r.deliverable, r.deliverable_reason);
             }
+            R::Claimed(r) => {
+                self.turn_epoch = Some(r.turn_epoch);
+                self.claims += 1;
+                self.lease = Some(Lease {
+                    turn_epoch: r.turn_epoch,
+                    worker: r.worker,
+                    lease_expires_at: r.lease_expires_at,
+                });
+            }
+            R::LeaseExpired(_) => {
+                self.expired_claims += 1;
+                self.lease = None;
+            }
+            R::Released(_) => self.lease = None,
+            R::UsageReported(r) => {
+                let (input, output) = self.usage.unwrap_or((0, 0));
+                self.usage = Some((
+                    input.saturating_add(r.input_tokens),
+                    output.saturating_add(r.output_tokens),
+                ));
+            }
             R::Anomaly(_) => self.anomalies += 1,
         }
     }
@@ -258,6 +423,7 @@ impl Turn {
         deliverable_reason: Option<String>,
     ) {
         self.state = Some(state);
+        self.lease = None;
         self.terminal_rune = Some(rune.to_string());
         self.reason = reason;
         self.deliverable = deliverable;

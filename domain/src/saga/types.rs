@@ -75,6 +75,20 @@ wire_enum! {
 }
 
 wire_enum! {
+    /// The L0 head of an agent (WORKERS.md `head_status`): what its active turn is doing.
+    HeadStatus {
+        /// No active turn.
+        Idle = "idle",
+        /// Its turn is leased to it, not yet claimed or started.
+        Dispatched = "dispatched",
+        /// Its turn is streaming.
+        Running = "running",
+        /// Its turn waits for tool results.
+        Suspended = "suspended",
+    }
+}
+
+wire_enum! {
     /// The turn lifecycle (ECHS TurnEngine + L0 queue).
     TurnState {
         /// In its agent's inbox.

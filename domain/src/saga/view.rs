@@ -8,8 +8,10 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use super::rune::Instance;
-use super::types::{AgentRole, AgentState, ConversationState, SessionState, TurnKind, TurnState};
-use super::{Agent, Outcome, Sagas, Turn, TurnInput};
+use super::types::{
+    AgentRole, AgentState, ConversationState, HeadStatus, SessionState, TurnKind, TurnState,
+};
+use super::{Agent, Lease, Outcome, Sagas, Turn, TurnInput};
 use crate::PmAggregate;
 
 /// A session row.
@@ -48,6 +50,8 @@ pub struct AgentView {
     pub turn_epoch: i64,
     /// The turn it runs (composite: null once terminal).
     pub active_turn_id: Option<Uuid>,
+    /// The L0 head: what its active turn is doing.
+    pub head_status: HeadStatus,
     /// Its inbox, oldest first.
     pub queued_turn_ids: Vec<Uuid>,
 }
@@ -77,6 +81,14 @@ pub struct TurnView {
     pub deliverable: Option<Uuid>,
     /// Why the deliverable is what it is.
     pub deliverable_reason: Option<String>,
+    /// The worker's claim holding it, if one does.
+    pub lease: Option<Lease>,
+    /// How many times it was claimed.
+    pub claims: u32,
+    /// Prompt tokens its workers reported.
+    pub input_tokens: u64,
+    /// Completion tokens its workers reported.
+    pub output_tokens: u64,
 }
 
 impl Sagas {
@@ -105,6 +117,12 @@ impl Sagas {
             state: self.agent_state(agent_id)?,
             turn_epoch: agent.turn_epoch(),
             active_turn_id: self.active_turn(agent_id).and_then(Turn::id),
+            head_status: match self.active_turn(agent_id).and_then(Turn::state) {
+                Some(TurnState::Dispatched) => HeadStatus::Dispatched,
+                Some(TurnState::Streaming) => HeadStatus::Running,
+                Some(TurnState::ToolExecuting) => HeadStatus::Suspended,
+                _ => HeadStatus::Idle,
+            },
             queued_turn_ids: agent.inbox().to_vec(),
         })
     }
@@ -132,6 +150,10 @@ impl Sagas {
             terminal_rune: turn.terminal_rune().map(str::to_string),
             deliverable: turn.deliverable(),
             deliverable_reason: turn.deliverable_reason().map(str::to_string),
+            lease: turn.lease().cloned(),
+            claims: turn.claims(),
+            input_tokens: turn.usage().map_or(0, |(input, _)| input),
+            output_tokens: turn.usage().map_or(0, |(_, output)| output),
         })
     }
 

@@ -39,6 +39,37 @@ WITH ins AS (
 )
 SELECT sequence, global_position FROM ins";
 
+/// Writes (unclaimed) or completes (claimed) `key`'s row with the fact at `last`, in the
+/// transaction that appends the fact.
+///
+/// # Errors
+/// [`AppendFailure::KeyTaken`] when an unclaimed key has a row already: the caller drops
+/// the transaction, which rolls the facts back.
+pub(super) async fn record_key(
+    tx: &mut crate::db::Tx,
+    key: &IdempotencyKey,
+    last: i64,
+) -> Result<(), AppendFailure> {
+    let args = Args::new().text(key.role.as_str()).text(key.key.as_str());
+    let (sql, args) = if key.claimed {
+        (COMPLETE_KEY, args.text(last.to_string()))
+    } else {
+        let args = args
+            .text(key.request_hash.as_str())
+            .text(last.to_string())
+            .time(&chrono::Utc::now());
+        (RECORD_KEY, args)
+    };
+    let recorded = tx
+        .execute(sql, args)
+        .await
+        .map_err(|e| super::failure_of(&e))?;
+    if !key.claimed && recorded == 0 {
+        return Err(AppendFailure::KeyTaken);
+    }
+    Ok(())
+}
+
 /// Appends `rows` atomically and returns their positions in row order; completes `key`
 /// with the last one. On PostgreSQL single-fact commands go through
 /// [group commit](super::group_commit) instead.
@@ -74,21 +105,7 @@ pub(super) async fn append(
                 .map_err(classify)?;
             let last = written.iter().map(|(_, p)| p.0).max();
             if let (Some(key), Some(last)) = (key, last) {
-                let args = Args::new().text(key.role.as_str()).text(key.key.as_str());
-                let (sql, args) = if key.claimed {
-                    (COMPLETE_KEY, args.text(last.to_string()))
-                } else {
-                    let args = args
-                        .text(key.request_hash.as_str())
-                        .text(last.to_string())
-                        .time(&chrono::Utc::now());
-                    (RECORD_KEY, args)
-                };
-                let recorded = tx.execute(sql, args).await.map_err(classify)?;
-                if !key.claimed && recorded == 0 {
-                    // Dropping the transaction rolls the facts back.
-                    return Err(AppendFailure::KeyTaken);
-                }
+                record_key(&mut tx, key, last).await?;
             }
             tx.commit().await.map_err(classify)?;
             written

@@ -57,6 +57,7 @@ pub async fn commit(
             conversations: all(),
         });
     }
+    super::leases::hold(&mut tx, &write.leases).await?;
     deadlines(&mut tx, write).await.map_err(sql_error)?;
     sessions(&mut tx, write).await.map_err(sql_error)?;
     agents(&mut tx, write).await.map_err(sql_error)?;
@@ -296,7 +297,7 @@ async fn agents(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
     let rows = last_by_key(&write.agents, |(a, _)| a.id);
     tx.insert_all(
         "INSERT INTO saga_agents (id, conversation_id, actor_id, role, state, turn_epoch, \
-         active_turn_id, created_at, updated_at)",
+         active_turn_id, head_status, created_at, updated_at)",
         &[
             "::uuid",
             "::uuid",
@@ -305,11 +306,13 @@ async fn agents(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
             "",
             "",
             "::uuid",
+            "",
             "::timestamptz",
             "::timestamptz",
         ],
         "ON CONFLICT (id) DO UPDATE SET state = excluded.state, turn_epoch = excluded.turn_epoch, \
-         active_turn_id = excluded.active_turn_id, updated_at = excluded.updated_at",
+         active_turn_id = excluded.active_turn_id, head_status = excluded.head_status, \
+         updated_at = excluded.updated_at",
         &rows,
         |args, (a, at)| {
             args.uuid(a.id)
@@ -319,6 +322,7 @@ async fn agents(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
                 .text(a.state.as_str())
                 .int(a.turn_epoch)
                 .opt_uuid(a.active_turn_id)
+                .text(a.head_status.as_str())
                 .time(at)
                 .time(at)
         },
@@ -331,7 +335,8 @@ async fn turns(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
     let rows = last_by_key(&write.turns, |(t, _)| t.id);
     tx.insert_all(
         "INSERT INTO saga_turns (id, agent_id, conversation_id, kind, task_id, input, state, \
-         turn_epoch, terminal_rune, deliverable, deliverable_reason, created_at, updated_at)",
+         turn_epoch, terminal_rune, deliverable, deliverable_reason, lease_worker, lease_epoch, \
+         lease_expires_at, claims, input_tokens, output_tokens, created_at, updated_at)",
         &[
             "::uuid",
             "::uuid",
@@ -344,12 +349,26 @@ async fn turns(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
             "",
             "::uuid",
             "",
+            "",
+            "",
+            "::timestamptz",
+            "",
+            "",
+            "",
             "::timestamptz",
             "::timestamptz",
         ],
+        // A heartbeat moves `lease_expires_at` of the same claim: a row written for that
+        // claim keeps the later expiry.
         "ON CONFLICT (id) DO UPDATE SET state = excluded.state, turn_epoch = excluded.turn_epoch, \
          terminal_rune = excluded.terminal_rune, deliverable = excluded.deliverable, \
-         deliverable_reason = excluded.deliverable_reason, updated_at = excluded.updated_at",
+         deliverable_reason = excluded.deliverable_reason, lease_worker = excluded.lease_worker, \
+         lease_expires_at = CASE WHEN excluded.lease_epoch = saga_turns.lease_epoch \
+           AND saga_turns.lease_expires_at > excluded.lease_expires_at \
+           THEN saga_turns.lease_expires_at ELSE excluded.lease_expires_at END, \
+         lease_epoch = excluded.lease_epoch, claims = excluded.claims, \
+         input_tokens = excluded.input_tokens, output_tokens = excluded.output_tokens, \
+         updated_at = excluded.updated_at",
         &rows,
         |args, (t, at)| {
             args.uuid(t.id)
@@ -363,6 +382,12 @@ async fn turns(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
                 .opt_text(t.terminal_rune.clone())
                 .opt_uuid(t.deliverable)
                 .opt_text(t.deliverable_reason.clone())
+                .opt_text(t.lease.as_ref().map(|l| l.worker.clone()))
+                .opt_int(t.lease.as_ref().map(|l| l.turn_epoch))
+                .opt_time(t.lease.as_ref().map(|l| &l.lease_expires_at))
+                .int(i64::from(t.claims))
+                .int(i64::try_from(t.input_tokens).unwrap_or(i64::MAX))
+                .int(i64::try_from(t.output_tokens).unwrap_or(i64::MAX))
                 .time(at)
                 .time(at)
         },

@@ -3,12 +3,12 @@
 
 use pm_application::queries::{AgentFilter, AnomalyFilter, SagaReadStore, TurnFilter};
 use pm_application::views::{
-    AgentView, AnomalyInstance, AnomalyView, List, Page, PageCursor, PageRequest, SessionView,
-    TurnView,
+    AgentView, AnomalyInstance, AnomalyView, LeaseView, List, Page, PageCursor, PageRequest,
+    SessionView, TurnView,
 };
 use pm_application::AppError;
 use pm_domain::saga::{
-    AgentRole, AgentState, ConversationState, SessionState, TurnKind, TurnState,
+    AgentRole, AgentState, ConversationState, HeadStatus, SessionState, TurnKind, TurnState,
 };
 use pm_domain::time;
 use uuid::Uuid;
@@ -99,11 +99,12 @@ const SESSION_COLUMNS: &str = "conversation_id::text AS conversation_id, state, 
 
 const AGENT_COLUMNS: &str = "id::text AS id, conversation_id::text AS conversation_id, \
      actor_id::text AS actor_id, role, state, turn_epoch, active_turn_id::text AS active_turn_id, \
-     queued_turn_ids, created_at, updated_at";
+     queued_turn_ids, head_status, created_at, updated_at";
 
 const TURN_COLUMNS: &str = "id::text AS id, agent_id::text AS agent_id, \
      conversation_id::text AS conversation_id, kind, task_id::text AS task_id, input, state, turn_epoch, \
-     terminal_rune, deliverable::text AS deliverable, deliverable_reason, created_at, updated_at";
+     terminal_rune, deliverable::text AS deliverable, deliverable_reason, lease_worker, lease_epoch, \
+     lease_expires_at, claims::bigint AS claims, input_tokens, output_tokens, created_at, updated_at";
 
 const ANOMALY_COLUMNS: &str = "id::text AS id, conversation_id::text AS conversation_id, \
      aggregate_type, aggregate_id::text AS aggregate_id, sequence, state, fact, reason, \
@@ -157,6 +158,7 @@ fn agent(row: &DbRow) -> Result<AgentView, sqlx::Error> {
         state: parsed(row, "state", AgentState::parse)?,
         turn_epoch: row.int("turn_epoch")?,
         active_turn_id: row.opt_uuid("active_turn_id")?,
+        head_status: parsed(row, "head_status", HeadStatus::parse)?,
         queued_turn_ids: ids(row, "queued_turn_ids")?,
         created_at: row.time("created_at")?,
         updated_at: row.time("updated_at")?,
@@ -176,9 +178,32 @@ fn turn(row: &DbRow) -> Result<TurnView, sqlx::Error> {
         terminal_rune: row.opt_string("terminal_rune")?,
         deliverable: row.opt_uuid("deliverable")?,
         deliverable_reason: row.opt_string("deliverable_reason")?,
+        lease: match (
+            row.opt_string("lease_worker")?,
+            row.opt_int("lease_epoch")?,
+            row.opt_time("lease_expires_at")?,
+        ) {
+            (Some(worker), Some(turn_epoch), Some(lease_expires_at)) => Some(LeaseView {
+                worker,
+                turn_epoch,
+                lease_expires_at,
+            }),
+            _ => None,
+        },
+        claims: count(row, "claims")?,
+        input_tokens: count(row, "input_tokens")?,
+        output_tokens: count(row, "output_tokens")?,
         created_at: row.time("created_at")?,
         updated_at: row.time("updated_at")?,
     })
+}
+
+/// A non-negative count column.
+fn count<T: TryFrom<i64>>(row: &DbRow, col: &str) -> Result<T, sqlx::Error>
+where
+    T::Error: std::fmt::Display,
+{
+    T::try_from(row.int(col)?).map_err(|e| decode_error(col, e))
 }
 
 fn anomaly(row: &DbRow) -> Result<AnomalyView, sqlx::Error> {

@@ -32,3 +32,4 @@ mod sse_fanout;
 mod stats;
 mod status;
 mod task_queries;
+mod workers;

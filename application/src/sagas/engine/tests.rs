@@ -81,6 +81,28 @@ impl SagaStore for FakeStore {
         Ok(None)
     }
 
+    async fn turn_conversation(&self, _: Uuid) -> Result<Option<Uuid>, AppError> {
+        Ok(None)
+    }
+
+    async fn claimable(
+        &self,
+        _: &crate::sagas::ClaimFilter,
+        _: u32,
+    ) -> Result<Vec<(Uuid, Uuid)>, AppError> {
+        Ok(Vec::new())
+    }
+
+    async fn renew_lease(
+        &self,
+        _: Uuid,
+        _: i64,
+        _: DateTime<Utc>,
+        _: DateTime<Utc>,
+    ) -> Result<Option<DateTime<Utc>>, AppError> {
+        Ok(None)
+    }
+
     async fn commit(
         &self,
         write: SagaWrite,
@@ -311,6 +333,7 @@ fn metadata() -> EventMetadata {
         causation_id: None,
         role: "admin".into(),
         recorded_at: Utc::now(),
+        turn: None,
     }
 }
 

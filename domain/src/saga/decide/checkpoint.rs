@@ -83,6 +83,9 @@ impl Step<'_> {
     /// The root agent's conversation turn: dispatched → started; streaming → completed
     /// with the checkpoint as its final output. No conversation turn: nothing.
     fn end_conversation_turn(&mut self, fact: &ConversationCheckpointCreated) {
+        if let Some(turn_id) = self.fence {
+            return self.end_fenced_turn(turn_id, fact);
+        }
         let Some(turn) = self.root_conversation_turn() else {
             return;
         };
@@ -103,5 +106,27 @@ impl Step<'_> {
             };
             self.complete(turn_id, output);
         }
+    }
+
+    /// A fenced checkpoint ends the conversation turn it names — or, that turn not running
+    /// when the sagas reach it, is an anomaly on it and moves the session only.
+    fn end_fenced_turn(&mut self, turn_id: uuid::Uuid, fact: &ConversationCheckpointCreated) {
+        let turn = self.s.turns().get(&turn_id);
+        let state = turn.and_then(|t| t.state());
+        let conversation = turn.and_then(|t| t.kind()) == Some(crate::saga::TurnKind::Conversation);
+        if conversation && matches!(state, Some(TurnState::Streaming | TurnState::ToolExecuting)) {
+            let output = FinalOutput::ConversationCheckpoint {
+                checkpoint_id: fact.id,
+                checkpoint_type: fact.checkpoint_type,
+            };
+            return self.complete(turn_id, output);
+        }
+        let state = state.map_or("unknown", TurnState::as_str);
+        let reason = format!(
+            "checkpoint {} fenced to turn {turn_id}, which is a {state} {} turn",
+            fact.id,
+            if conversation { "conversation" } else { "task" }
+        );
+        self.fenced_anomaly(turn_id, CHECKPOINT_CREATED, reason);
     }
 }

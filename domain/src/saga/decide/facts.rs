@@ -75,6 +75,9 @@ impl Step<'_> {
             return;
         }
         self.activate();
+        if let Some(turn_id) = self.fence {
+            return self.fenced_delta(turn_id, fact.id);
+        }
         if let Some(turn_id) = fact
             .task_id
             .and_then(|t| self.streaming_task_turn(t, fact.actor_id))
@@ -86,6 +89,34 @@ impl Step<'_> {
         } else if human {
             self.human_message(fact);
         }
+    }
+
+    /// A fenced message is its turn's output, or — its turn no longer streaming when the
+    /// sagas reach it — an anomaly on that turn; never another turn's output.
+    fn fenced_delta(&mut self, turn_id: Uuid, message_id: Uuid) {
+        let state = self.s.turns().get(&turn_id).and_then(Turn::state);
+        if state == Some(TurnState::Streaming) {
+            return self.delta(turn_id, message_id);
+        }
+        let state = state.map_or("unknown", TurnState::as_str);
+        let reason = format!("message {message_id} fenced to turn {turn_id}, which is {state}");
+        self.fenced_anomaly(turn_id, MESSAGE_ADDED, reason);
+    }
+
+    /// A fenced fact that moves no turn: an anomaly on the turn it names — on the session
+    /// when this conversation has no such turn (a turn is never made up by an anomaly).
+    pub(super) fn fenced_anomaly(&mut self, turn_id: Uuid, fact: &str, reason: String) {
+        let known = self
+            .s
+            .turns()
+            .get(&turn_id)
+            .is_some_and(|t| t.state().is_some());
+        let instance = if known {
+            Instance::Turn(turn_id)
+        } else {
+            Instance::Session(self.conv)
+        };
+        self.anomaly(instance, fact, reason);
     }
 
     /// The task's last turn, when it streams and `actor` is its agent's actor.

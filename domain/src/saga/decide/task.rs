@@ -76,6 +76,28 @@ impl Step<'_> {
         }
         let task_id = fact.task_id;
         let last = self.s.task_turns(task_id).last().copied();
+        // The assignee's own checkpoints move its task turn: fenced, only the turn named,
+        // and only while it is open. A review verdict is the reviewer's (the root LLM's)
+        // and moves no task turn, so its fence has nothing to say here.
+        let assignees = matches!(
+            fact.checkpoint_type,
+            T::WorkStarted | T::WorkCompleted | T::WorkPaused
+        );
+        if let Some(turn_id) = self.fence.filter(|_| assignees) {
+            let open = self
+                .s
+                .turns()
+                .get(&turn_id)
+                .and_then(Turn::state)
+                .is_some_and(|s| !s.is_terminal() && s != TurnState::Queued);
+            if Some(turn_id) != last || !open {
+                let reason = format!(
+                    "{} {} fenced to turn {turn_id}, which is not task {task_id}'s open turn",
+                    fact.checkpoint_type, fact.id
+                );
+                return self.fenced_anomaly(turn_id, TASK_CHECKPOINT_CREATED, reason);
+            }
+        }
         let last_turn = last.and_then(|t| self.s.turns().get(&t));
         let agent_id = last_turn.and_then(Turn::agent_id);
         let state = last_turn.and_then(Turn::state);

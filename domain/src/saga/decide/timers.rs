@@ -36,6 +36,9 @@ impl Step<'_> {
                 self.fail(turn_id, "timeout", message, "watchdog");
                 self.error_threshold();
             }
+            (Instance::Turn(turn_id), DeadlineKind::TurnLease) => {
+                self.lease_due(turn_id, deadline);
+            }
             _ => {}
         }
     }
@@ -73,7 +76,7 @@ impl Step<'_> {
     }
 
     /// `error_threshold` consecutive turn errors suspend an active session: FCMP `failed`.
-    fn error_threshold(&mut self) {
+    pub(super) fn error_threshold(&mut self) {
         let consecutive_errors = self.s.consecutive_errors();
         let threshold = self.config.error_threshold;
         if consecutive_errors < threshold || self.session_state() != Some(SessionState::Active) {

@@ -171,15 +171,21 @@ impl Step<'_> {
     fn delivery(&self, turn_id: Uuid) -> (Option<Uuid>, MessageCount) {
         let turn = self.s.turns().get(&turn_id);
         let messages = turn.map_or(0, Turn::messages);
+        let usage = turn.and_then(Turn::usage);
         (
             turn.and_then(Turn::last_message_id),
-            MessageCount { messages },
+            MessageCount {
+                messages,
+                input_tokens: usage.map(|(input, _)| input),
+                output_tokens: usage.map(|(_, output)| output),
+            },
         )
     }
 
     /// `turn.completed`; the deliverable is the last message, else null with `no_message`.
     pub(super) fn complete(&mut self, turn_id: Uuid, final_output: FinalOutput) {
         let (deliverable, usage) = self.delivery(turn_id);
+        let leased = self.leased(turn_id);
         let completed = TurnCompleted {
             turn_id,
             final_output,
@@ -188,13 +194,14 @@ impl Step<'_> {
             deliverable_reason: deliverable.is_none().then(|| "no_message".into()),
         };
         self.turn(turn_id, TurnRune::Completed(completed));
-        self.disarm(Instance::Turn(turn_id), DeadlineKind::TurnTimeout);
+        self.disarm_turn(turn_id, leased);
     }
 
     /// `turn.interrupted`; `deliverable_reason` is the interruption's reason.
     pub(super) fn interrupt(&mut self, turn_id: Uuid, reason: &str) {
         let (deliverable, partial_output) = self.delivery(turn_id);
         let armed = self.s.turns().get(&turn_id).is_some_and(Turn::is_running);
+        let leased = self.leased(turn_id);
         let interrupted = TurnInterrupted {
             turn_id,
             reason: reason.into(),
@@ -204,13 +211,14 @@ impl Step<'_> {
         };
         self.turn(turn_id, TurnRune::Interrupted(interrupted));
         if armed {
-            self.disarm(Instance::Turn(turn_id), DeadlineKind::TurnTimeout);
+            self.disarm_turn(turn_id, leased);
         }
     }
 
     /// `turn.error`; `deliverable_reason` is `why` (`watchdog`, `session_resume_failed`).
     pub(super) fn fail(&mut self, turn_id: Uuid, error_type: &str, message: String, why: &str) {
         let (deliverable, _) = self.delivery(turn_id);
+        let leased = self.leased(turn_id);
         let error = TurnError {
             turn_id,
             error_type: error_type.into(),
@@ -219,6 +227,19 @@ impl Step<'_> {
             deliverable_reason: Some(why.into()),
         };
         self.turn(turn_id, TurnRune::Error(error));
+        self.disarm_turn(turn_id, leased);
+    }
+
+    /// Whether a worker holds the turn.
+    pub(super) fn leased(&self, turn_id: Uuid) -> bool {
+        self.s.turns().get(&turn_id).and_then(Turn::lease).is_some()
+    }
+
+    /// A turn that ended keeps no deadline: its watchdog and its worker's lease go.
+    fn disarm_turn(&mut self, turn_id: Uuid, leased: bool) {
         self.disarm(Instance::Turn(turn_id), DeadlineKind::TurnTimeout);
+        if leased {
+            self.disarm(Instance::Turn(turn_id), DeadlineKind::TurnLease);
+        }
     }
 }

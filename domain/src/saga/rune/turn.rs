@@ -28,6 +28,14 @@ pub mod names {
     pub const TURN_INTERRUPTED: &str = "turn.interrupted";
     /// `turn.error` — `dispatched | streaming | tool_executing → error`.
     pub const TURN_ERROR: &str = "turn.error";
+    /// `turn.claimed` — a worker's lease on a `streaming` turn (WORKERS.md; addition).
+    pub const TURN_CLAIMED: &str = "turn.claimed";
+    /// `turn.lease_expired` — the lease was not renewed in time (WORKERS.md; addition).
+    pub const TURN_LEASE_EXPIRED: &str = "turn.lease_expired";
+    /// `turn.released` — the worker gave the turn back (WORKERS.md; addition).
+    pub const TURN_RELEASED: &str = "turn.released";
+    /// `turn.usage_reported` — tokens the worker spent on the turn (WORKERS.md; addition).
+    pub const TURN_USAGE_REPORTED: &str = "turn.usage_reported";
 }
 
 /// What a turn was enqueued to do (`turn.queued`'s and `turn.started`'s `input`).
@@ -136,6 +144,57 @@ pub struct ToolsFinished {
     pub results: Vec<serde_json::Value>,
 }
 
+/// `turn.claimed` {turn_id, turn_epoch, worker, lease_expires_at}.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TurnClaimed {
+    /// The turn.
+    pub turn_id: Uuid,
+    /// One more than any epoch the turn had: it fences off every earlier claim.
+    pub turn_epoch: i64,
+    /// The worker's name, for operators.
+    pub worker: String,
+    /// When the lease ends unless renewed.
+    #[serde(with = "crate::time")]
+    pub lease_expires_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// `turn.lease_expired` {turn_id, turn_epoch, worker}.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeaseExpired {
+    /// The turn.
+    pub turn_id: Uuid,
+    /// The claim that expired.
+    pub turn_epoch: i64,
+    /// Its worker.
+    pub worker: String,
+}
+
+/// `turn.released` {turn_id, turn_epoch, reason}.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TurnReleased {
+    /// The turn.
+    pub turn_id: Uuid,
+    /// The claim released.
+    pub turn_epoch: i64,
+    /// Why (the worker's words, or `released`).
+    pub reason: String,
+}
+
+/// `turn.usage_reported` {turn_id, input_tokens, output_tokens}: added to the turn's totals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UsageReported {
+    /// The turn.
+    pub turn_id: Uuid,
+    /// Prompt tokens.
+    pub input_tokens: u64,
+    /// Completion tokens.
+    pub output_tokens: u64,
+}
+
 /// `turn.completed`'s `final_output`: the checkpoint that ended the turn.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
@@ -157,12 +216,20 @@ pub enum FinalOutput {
     },
 }
 
-/// Messages a turn produced (`usage`, `partial_output`).
+/// Messages a turn produced (`usage`, `partial_output`), and the tokens its workers
+/// reported (`turn.completed.usage` carries the totals; absent when none were reported,
+/// so runes written before workers read back unchanged).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MessageCount {
     /// `turn.assistant_delta` runes of the turn.
     pub messages: u32,
+    /// Prompt tokens reported (`turn.usage_reported`), summed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
+    /// Completion tokens reported, summed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
 }
 
 /// `turn.completed` {turn_id, final_output, usage, deliverable, deliverable_reason}.
@@ -203,13 +270,13 @@ pub struct TurnInterrupted {
 pub struct TurnError {
     /// The turn.
     pub turn_id: Uuid,
-    /// `timeout` or `session_resume_failed`.
+    /// `timeout`, `session_resume_failed`, `lease_expired`, or a worker's own type.
     pub error_type: String,
     /// A human-readable description.
     pub message: String,
     /// The last message the turn produced, or null.
     pub deliverable: Option<Uuid>,
-    /// `watchdog` or `session_resume_failed`.
+    /// `watchdog`, `session_resume_failed`, `lease_expired` or `stream_error`.
     pub deliverable_reason: Option<String>,
 }
 
@@ -244,6 +311,18 @@ pub enum TurnRune {
     /// `turn.error`
     #[serde(rename = "turn.error")]
     Error(TurnError),
+    /// `turn.claimed`
+    #[serde(rename = "turn.claimed")]
+    Claimed(TurnClaimed),
+    /// `turn.lease_expired`
+    #[serde(rename = "turn.lease_expired")]
+    LeaseExpired(LeaseExpired),
+    /// `turn.released`
+    #[serde(rename = "turn.released")]
+    Released(TurnReleased),
+    /// `turn.usage_reported`
+    #[serde(rename = "turn.usage_reported")]
+    UsageReported(UsageReported),
     /// `saga.anomaly`
     #[serde(rename = "saga.anomaly")]
     Anomaly(SagaAnomaly),
@@ -261,6 +340,10 @@ impl TurnRune {
         names::TURN_COMPLETED,
         names::TURN_INTERRUPTED,
         names::TURN_ERROR,
+        names::TURN_CLAIMED,
+        names::TURN_LEASE_EXPIRED,
+        names::TURN_RELEASED,
+        names::TURN_USAGE_REPORTED,
         super::SAGA_ANOMALY,
     ];
 
@@ -277,6 +360,10 @@ impl TurnRune {
             Self::Completed(_) => TURN_COMPLETED,
             Self::Interrupted(_) => TURN_INTERRUPTED,
             Self::Error(_) => TURN_ERROR,
+            Self::Claimed(_) => TURN_CLAIMED,
+            Self::LeaseExpired(_) => TURN_LEASE_EXPIRED,
+            Self::Released(_) => TURN_RELEASED,
+            Self::UsageReported(_) => TURN_USAGE_REPORTED,
             Self::Anomaly(_) => super::SAGA_ANOMALY,
         }
     }

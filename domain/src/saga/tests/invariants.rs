@@ -1,9 +1,10 @@
-//! The invariants of docs/SAGAS.md, checked after every step of every test.
+//! The invariants of docs/SAGAS.md and WORKERS.md, checked after every step of every test.
 
 use std::collections::HashMap;
 
 use uuid::Uuid;
 
+use super::support::Rows;
 use crate::saga::rune::turn::TurnRune;
 use crate::saga::*;
 
@@ -14,6 +15,7 @@ use crate::saga::*;
 ///     and once the session is closed every turn has exactly one;
 /// (d) folding the log from scratch gives the live state;
 /// (f) a closed session has only terminated agents.
+/// (g), [`check_lease_rows`], needs the deadline table as well.
 pub fn check_invariants(live: &Sagas, log: &[Recorded]) {
     let mut replay = Sagas::restore(live.last_position(), []);
     for rec in log {
@@ -72,6 +74,32 @@ pub fn check_invariants(live: &Sagas, log: &[Recorded]) {
                 agent.state(),
                 Some(AgentState::Terminated),
                 "(f) closed session with agent {id} not terminated"
+            );
+        }
+    }
+}
+
+/// (g) WORKERS.md: a turn holds a worker's lease exactly while its `turn_lease` row is
+/// armed under the claim's epoch (a release, an expiry and every terminal rune take the
+/// row away with the lease).
+pub fn check_lease_rows(live: &Sagas, rows: &Rows) {
+    for (id, turn) in live.turns() {
+        let row = rows.get(&(Instance::Turn(*id), DeadlineKind::TurnLease));
+        assert_eq!(
+            turn.lease().map(|l| l.turn_epoch),
+            row.map(|r| r.epoch),
+            "(g) turn {id} ({}): lease and lease row disagree",
+            turn.state_name()
+        );
+    }
+    for (instance, kind) in rows.keys() {
+        if *kind == DeadlineKind::TurnLease {
+            let Instance::Turn(id) = instance else {
+                panic!("(g) a lease row on {instance:?}");
+            };
+            assert!(
+                live.turns().get(id).and_then(Turn::lease).is_some(),
+                "(g) a lease row for turn {id}, which holds no lease"
             );
         }
     }

@@ -20,6 +20,8 @@ pub enum Owned {
     Task(TaskCreated),
     TaskCheckpoint(TaskCheckpointCreated, Uuid),
     Due(Deadline),
+    /// A fact fenced by a worker's claim: its metadata names the turn (WORKERS.md).
+    Fenced(Uuid, Box<Owned>),
 }
 
 impl Owned {
@@ -37,6 +39,15 @@ impl Owned {
                 conversation_id: *conversation_id,
             },
             Self::Due(deadline) => Input::DeadlineDue(deadline),
+            Self::Fenced(_, owned) => owned.input(),
+        }
+    }
+
+    /// The turn a fenced fact belongs to.
+    pub fn fence(&self) -> Option<Uuid> {
+        match self {
+            Self::Fenced(turn_id, _) => Some(*turn_id),
+            _ => None,
         }
     }
 }
@@ -48,6 +59,8 @@ pub enum Entry {
     At(i64, Owned),
     /// An operator control (no log position); `Err` refusals included.
     Control(Control),
+    /// A worker's request on a turn (no log position); `Err` refusals included.
+    Worker(Uuid, WorkerOp),
     /// A restart with these overdue rows.
     Restart(Vec<Deadline>),
 }
@@ -61,9 +74,12 @@ pub fn replay_with_redelivery(original: &World, journal: &[(DateTime<Utc>, Entry
         w.now = now;
         match entry {
             Entry::At(position, owned) => {
+                if w.sagas.last_position().is_none_or(|last| *position > last) {
+                    super::support::fire(&mut w.rows, owned);
+                }
                 let out = w
                     .sagas
-                    .handle_at(*position, owned.input(), now, &w.config)
+                    .handle_fenced_at(*position, owned.fence(), owned.input(), now, &w.config)
                     .expect("facts never fail");
                 w.record(&out);
                 out
@@ -73,6 +89,15 @@ pub fn replay_with_redelivery(original: &World, journal: &[(DateTime<Utc>, Entry
                     .sagas
                     .handle(Input::Control(control.clone()), now, &w.config);
                 let out = out.unwrap_or_default();
+                w.record(&out);
+                out
+            }
+            Entry::Worker(turn_id, op) => {
+                let input = Input::Worker {
+                    turn_id: *turn_id,
+                    op: op.clone(),
+                };
+                let out = w.sagas.handle(input, now, &w.config).unwrap_or_default();
                 w.record(&out);
                 out
             }

@@ -14,7 +14,7 @@ use crate::task::{TaskCheckpointCreated, TaskCreated};
 use crate::testing::{id, now, text};
 use crate::types::{ActorKind, CheckpointType, TaskCheckpointType};
 
-pub use super::invariants::check_invariants;
+pub use super::invariants::{check_invariants, check_lease_rows};
 use super::journal::{Entry, Owned};
 pub use super::outputs::*;
 
@@ -23,6 +23,23 @@ pub const CONV: u128 = 0xC0;
 pub const H: u128 = 0xA1;
 pub const L: u128 = 0xA2;
 pub const W: u128 = 0xA3;
+/// The name workers claim turns under, and their lease in seconds.
+pub const WORKER: &str = "worker-1";
+pub const LEASE: i64 = 30;
+
+/// The deadline table: one row per (instance, kind).
+pub type Rows = HashMap<(Instance, DeadlineKind), Deadline>;
+
+/// A row that falls due leaves the table as it is fed (the processor deletes the row it
+/// fires); a made-up row (another epoch or time) leaves the armed one alone.
+pub fn fire(rows: &mut Rows, owned: &Owned) {
+    if let Owned::Due(due) = owned {
+        let key = (due.instance, due.kind);
+        if rows.get(&key) == Some(due) {
+            rows.remove(&key);
+        }
+    }
+}
 
 /// A conversation under test.
 pub struct World {
@@ -31,10 +48,12 @@ pub struct World {
     pub now: DateTime<Utc>,
     pub conv: Uuid,
     pub log: Vec<Recorded>,
-    pub rows: HashMap<(Instance, DeadlineKind), Deadline>,
+    pub rows: Rows,
     pub journal: Vec<(DateTime<Utc>, Entry)>,
     position: i64,
     next: u128,
+    /// While set, every fact fed is fenced to this turn ([`World::fenced`]).
+    fence: Option<Uuid>,
 }
 
 impl World {
@@ -55,6 +74,7 @@ impl World {
             journal: Vec::new(),
             position: 0,
             next: 0x1000,
+            fence: None,
         }
     }
 
@@ -92,24 +112,67 @@ impl World {
             }
         }
         check_invariants(&self.sagas, &self.log);
+        check_lease_rows(&self.sagas, &self.rows);
     }
 
     /// Feeds an input at the next log position.
     pub fn feed(&mut self, input: Input<'_>) -> Outcome {
+        self.feed_fenced(None, input)
+    }
+
+    /// Feeds an input at the next log position, fenced to `fence` when set.
+    fn feed_fenced(&mut self, fence: Option<Uuid>, input: Input<'_>) -> Outcome {
         self.position += 1;
         let out = self
             .sagas
-            .handle_at(self.position, input, self.now, &self.config)
+            .handle_fenced_at(self.position, fence, input, self.now, &self.config)
             .expect("facts never fail");
         self.record(&out);
         out
     }
 
-    /// Feeds an input at the next log position and keeps it in the journal.
+    /// Feeds an input at the next log position and keeps it in the journal; inside
+    /// [`World::fenced`] the fact is fenced to that turn.
     pub fn feed_owned(&mut self, owned: Owned) -> Outcome {
+        let owned = match self.fence {
+            Some(turn_id) if owned.fence().is_none() => Owned::Fenced(turn_id, Box::new(owned)),
+            _ => owned,
+        };
         self.journal
             .push((self.now, Entry::At(self.position + 1, owned.clone())));
-        self.feed(owned.input())
+        fire(&mut self.rows, &owned);
+        self.feed_fenced(owned.fence(), owned.input())
+    }
+
+    /// Runs `f` with every fact it feeds fenced to `turn_id` (the fact's `turn_id`
+    /// metadata, WORKERS.md): `w.fenced(t, World::llm_says)`.
+    pub fn fenced<T>(&mut self, turn_id: Uuid, f: impl FnOnce(&mut Self) -> T) -> T {
+        let outer = self.fence.replace(turn_id);
+        let result = f(self);
+        self.fence = outer;
+        result
+    }
+
+    /// A worker's request on a turn (no log position), journaled; a refusal records
+    /// nothing.
+    pub fn request(&mut self, turn_id: Uuid, op: WorkerOp) -> Result<Outcome, ControlError> {
+        self.journal
+            .push((self.now, Entry::Worker(turn_id, op.clone())));
+        let input = Input::Worker { turn_id, op };
+        let out = self.sagas.handle(input, self.now, &self.config)?;
+        self.record(&out);
+        Ok(out)
+    }
+
+    /// Worker W claims `turn_id` for [`LEASE`] seconds; returns the claim's epoch.
+    pub fn claim(&mut self, turn_id: Uuid) -> (i64, Outcome) {
+        let op = WorkerOp::Claim {
+            worker: WORKER.into(),
+            lease: chrono::Duration::seconds(LEASE),
+        };
+        let out = self.request(turn_id, op).expect("claimable");
+        let epoch = self.turn(turn_id).lease().expect("leased").turn_epoch;
+        (epoch, out)
     }
 
     pub fn control(&mut self, control: Control) -> Result<Outcome, ControlError> {
@@ -216,7 +279,6 @@ impl World {
     pub fn due(&mut self, instance: Instance, kind: DeadlineKind) -> Outcome {
         let row = self.row(instance, kind).expect("the deadline is armed");
         self.now = row.due_at;
-        self.rows.remove(&(instance, kind));
         self.feed_owned(Owned::Due(row))
     }
 

@@ -49,6 +49,23 @@ fn harvest() -> Vec<Rune> {
     w.checkpoint(C::CloseConversation);
     w.human_says();
     runes.extend(w.log.into_iter().map(|r| r.rune));
+    let mut w = World::started();
+    w.human_says();
+    let turn = w.active(w.root()).expect("dispatched");
+    let (turn_epoch, _) = w.claim(turn);
+    let usage = WorkerOp::Usage {
+        turn_epoch,
+        input_tokens: 3,
+        output_tokens: 4,
+    };
+    w.request(turn, usage).expect("usage");
+    let reason = "r".into();
+    w.request(turn, WorkerOp::Release { turn_epoch, reason })
+        .expect("release");
+    w.claim(turn);
+    w.due(Instance::Turn(turn), DeadlineKind::TurnLease);
+    w.checkpoint(C::BeginWork);
+    runes.extend(w.log.into_iter().map(|r| r.rune));
     let anomaly = SagaAnomaly {
         instance: Instance::Plan(id(1)),
         state: "goal_met".into(),
@@ -152,7 +169,7 @@ fn given_the_vocabulary_then_names_are_unique_and_saga_anomaly_is_shared() {
             assert!(names.insert(*name), "{name} twice");
         }
     }
-    assert_eq!(names.len(), 17 + 6 + 9 + 10);
+    assert_eq!(names.len(), 17 + 6 + 13 + 10);
 }
 
 #[test]
@@ -213,7 +230,7 @@ fn given_the_fact_names_the_anomalies_cite_then_they_are_the_facts_event_types()
                 TASK_CHECKPOINT_CREATED,
                 crate::task::TaskEvent::TaskCheckpointCreated(f).event_type(),
             ),
-            Owned::Due(_) => continue,
+            Owned::Due(_) | Owned::Fenced(..) => continue,
         };
         assert_eq!(constant, event_type);
         checked += 1;

@@ -1,0 +1,460 @@
+//! The workers' endpoints (WORKERS.md): claim a turn (long-poll), heartbeat, release,
+//! report an error or usage, and the operator's interrupt. The reports are fenced by the
+//! claim: `PM-Turn-Id` (the path's turn) and `PM-Turn-Epoch`.
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use chrono::{DateTime, Utc};
+use pm_application::bus::EventMetadata;
+use pm_application::log::LogPosition;
+use pm_application::queries::{ReadModelStore, SagaReadStore};
+use pm_application::sagas::ClaimFilter;
+use pm_application::views::{ConversationView, TaskDetail, TurnView};
+use pm_application::workers::{ClaimRequest, Refused};
+use pm_domain::checkpoint::ConversationCheckpointCreated;
+use pm_domain::message::MessageAdded;
+use pm_domain::saga::{TurnInput, TurnKind, WorkerOp};
+use pm_domain::text::Label;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use super::commands::EVENT_POSITION;
+use crate::error::ApiError;
+use crate::extract::{parse_json, path_uuid, turn_fence, Ctx, RawBody, INVALID_TURN_FENCE};
+use crate::state::AppState;
+
+/// The longest a claim waits.
+const MAX_WAIT_MS: u64 = 30_000;
+/// The shortest and longest lease.
+const LEASE_MS: std::ops::RangeInclusive<u64> = 1_000..=600_000;
+
+/// The body of `POST /v1/turns/claim` (every field optional).
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimBody {
+    /// Only this agent's turns.
+    pub agent_id: Option<Uuid>,
+    /// Only turns of agents acting for this actor.
+    pub actor_id: Option<Uuid>,
+    /// Only this conversation's turns.
+    pub conversation_id: Option<Uuid>,
+    /// Only turns of this kind.
+    pub kind: Option<TurnKind>,
+    /// How long to wait for a claimable turn, 0–30000 ms (default 0: answer at once).
+    #[schema(maximum = 30000)]
+    pub wait_ms: Option<u64>,
+    /// The lease, 1000–600000 ms (default `PM_TURN_LEASE_MS`, 30000).
+    #[schema(minimum = 1000, maximum = 600000)]
+    pub lease_ms: Option<u64>,
+    /// A name for operators, 1–200 characters (default: the caller's role).
+    #[schema(value_type = Option<String>, min_length = 1, max_length = 200)]
+    pub worker: Option<String>,
+}
+
+/// What a worker needs to work its turn, without another read.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ClaimContext {
+    /// The conversation, with its latest checkpoint.
+    pub conversation: Option<ConversationView>,
+    /// The human message the turn answers (input `message`).
+    pub message: Option<MessageAdded>,
+    /// The `NEED_INFORMATION` checkpoint an auto-decide answers (input `auto_decide`).
+    pub checkpoint: Option<ConversationCheckpointCreated>,
+    /// The task of a task turn, with its status and history.
+    pub task: Option<TaskDetail>,
+    /// The turn's tool calls with their results (empty until tools are reported).
+    #[schema(value_type = Vec<Object>)]
+    pub tool_calls: Vec<serde_json::Value>,
+}
+
+/// `200` of `POST /v1/turns/claim`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ClaimAnswer {
+    /// The claimed turn.
+    pub turn: TurnView,
+    /// The claim's epoch: send it as `PM-Turn-Epoch` with every command and report.
+    pub turn_epoch: i64,
+    /// When the lease ends unless renewed.
+    #[serde(with = "pm_domain::time")]
+    #[schema(value_type = String, format = DateTime)]
+    pub lease_expires_at: DateTime<Utc>,
+    /// The worker's name.
+    pub worker: String,
+    /// What the worker needs.
+    pub context: ClaimContext,
+}
+
+/// The body of `POST /v1/turns/{id}/heartbeat` (optional).
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HeartbeatBody {
+    /// The lease from now, 1000–600000 ms (default: `PM_TURN_LEASE_MS`).
+    pub lease_ms: Option<u64>,
+}
+
+/// `200` of `POST /v1/turns/{id}/heartbeat`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct HeartbeatAnswer {
+    /// The claim's epoch.
+    pub turn_epoch: i64,
+    /// The lease's new end.
+    #[serde(with = "pm_domain::time")]
+    #[schema(value_type = String, format = DateTime)]
+    pub lease_expires_at: DateTime<Utc>,
+}
+
+/// The body of `POST /v1/turns/{id}/release` and `…/interrupt` (optional).
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReasonBody {
+    /// Recorded in the rune (default `released` / `operator`).
+    #[schema(value_type = Option<String>, max_length = 1024)]
+    pub reason: Option<Label>,
+}
+
+/// The body of `POST /v1/turns/{id}/error`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorBody {
+    /// `turn.error`'s `error_type` (e.g. `rate_limited`, `model_error`).
+    #[schema(value_type = String, max_length = 1024)]
+    pub error_type: Label,
+    /// What went wrong.
+    #[schema(value_type = String, max_length = 1024)]
+    pub message: Label,
+}
+
+/// The body of `POST /v1/turns/{id}/usage`: added to the turn's totals.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UsageBody {
+    /// Prompt tokens (≥ 0).
+    pub input_tokens: u64,
+    /// Completion tokens (≥ 0).
+    pub output_tokens: u64,
+}
+
+fn body_or_default<T: serde::de::DeserializeOwned + Default>(body: &[u8]) -> Result<T, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        Ok(T::default())
+    } else {
+        parse_json(body)
+    }
+}
+
+fn metadata(ctx: &Ctx, what: &str, state: &AppState) -> EventMetadata {
+    EventMetadata {
+        correlation_id: ctx.0.correlation_id.clone(),
+        causation_id: Some(
+            ctx.0
+                .causation_id
+                .clone()
+                .unwrap_or_else(|| format!("worker:{what}")),
+        ),
+        role: ctx.0.role.clone(),
+        recorded_at: state.sagas.clock().now(),
+        turn: ctx.0.turn,
+    }
+}
+
+fn lease(ms: Option<u64>, state: &AppState) -> Result<chrono::Duration, ApiError> {
+    let ms = ms.unwrap_or(state.turn_lease_ms);
+    if !LEASE_MS.contains(&ms) {
+        return Err(ApiError::validation(
+            "lease_ms",
+            format!(
+                "must be between {} and {}",
+                LEASE_MS.start(),
+                LEASE_MS.end()
+            ),
+        ));
+    }
+    Ok(chrono::Duration::milliseconds(ms as i64))
+}
+
+fn with_position(mut response: Response, position: Option<LogPosition>) -> Response {
+    if let Some(v) = position.and_then(|p| HeaderValue::from_str(&p.to_string()).ok()) {
+        response.headers_mut().insert(EVENT_POSITION, v);
+    }
+    response
+}
+
+fn refused(e: Refused, id: Uuid) -> ApiError {
+    match e {
+        Refused::TurnNotFound => ApiError::new(
+            StatusCode::NOT_FOUND,
+            "turn_not_found",
+            format!("turn {id} does not exist"),
+        ),
+        Refused::Conflict { code, detail } => ApiError::new(StatusCode::CONFLICT, code, detail),
+    }
+}
+
+/// The turn's row as the saga processor committed it.
+async fn turn_row(state: &AppState, id: Uuid) -> Result<TurnView, ApiError> {
+    state
+        .queries
+        .sagas_unchecked()
+        .turn(id)
+        .await?
+        .ok_or_else(|| ApiError::internal("the turn's row vanished"))
+}
+
+/// The claim of a report: `PM-Turn-Id` (the path's turn) and `PM-Turn-Epoch`.
+fn report_epoch(headers: &HeaderMap, id: Uuid) -> Result<i64, ApiError> {
+    let invalid = |detail: &str| ApiError::new(StatusCode::BAD_REQUEST, INVALID_TURN_FENCE, detail);
+    let fence = turn_fence(headers)?
+        .ok_or_else(|| invalid("a turn report needs PM-Turn-Id and PM-Turn-Epoch"))?;
+    if fence.turn_id != id {
+        return Err(invalid("PM-Turn-Id is not the turn of the path"));
+    }
+    Ok(fence.turn_epoch)
+}
+
+/// `POST /v1/turns/claim`: the oldest claimable turn matching the filters, leased to the
+/// caller under a new epoch; `204` when none is claimable within `wait_ms`.
+#[utoipa::path(post, path = "/v1/turns/claim", tag = "workers",
+    request_body(content = Option<ClaimBody>, content_type = "application/json"),
+    responses((status = 200, body = ClaimAnswer, description = "The claimed turn, its epoch, lease and context"),
+              (status = 204, description = "Nothing claimable within `wait_ms`"),
+              (status = 400, body = crate::error::Problem)))]
+pub async fn claim(
+    State(state): State<AppState>,
+    ctx: Ctx,
+    RawBody(body): RawBody,
+) -> Result<Response, ApiError> {
+    let body: ClaimBody = body_or_default(&body)?;
+    let wait_ms = body.wait_ms.unwrap_or(0);
+    if wait_ms > MAX_WAIT_MS {
+        return Err(ApiError::validation(
+            "wait_ms",
+            format!("must be between 0 and {MAX_WAIT_MS}"),
+        ));
+    }
+    let worker = body.worker.unwrap_or_else(|| ctx.0.role.clone());
+    if worker.trim().is_empty() || worker.chars().count() > 200 {
+        return Err(ApiError::validation(
+            "worker",
+            "must be 1 to 200 characters",
+        ));
+    }
+    let request = ClaimRequest {
+        filter: ClaimFilter {
+            agent_id: body.agent_id,
+            actor_id: body.actor_id,
+            conversation_id: body.conversation_id,
+            kind: body.kind,
+        },
+        wait: std::time::Duration::from_millis(wait_ms),
+        lease: lease(body.lease_ms, &state)?,
+        worker,
+    };
+    let claimed = state
+        .workers
+        .claim(&request, &metadata(&ctx, "claim", &state))
+        .await?;
+    let Some(claimed) = claimed else {
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    };
+    let turn = turn_row(&state, claimed.turn.id).await?;
+    let context = context(&state, &turn, claimed.position).await?;
+    let answer = ClaimAnswer {
+        turn,
+        turn_epoch: claimed.lease.turn_epoch,
+        lease_expires_at: claimed.lease.lease_expires_at,
+        worker: claimed.lease.worker,
+        context,
+    };
+    Ok(with_position(
+        Json(answer).into_response(),
+        claimed.position,
+    ))
+}
+
+/// What the worker of `turn` needs, read once the read model has processed the claim.
+async fn context(
+    state: &AppState,
+    turn: &TurnView,
+    position: Option<LogPosition>,
+) -> Result<ClaimContext, ApiError> {
+    let read = state.queries.at(position).await?;
+    let conversation = read.conversation(turn.conversation_id).await?;
+    let (mut message, mut checkpoint, mut task) = (None, None, None);
+    match &turn.input {
+        TurnInput::Message { message_id } => {
+            message = read.message(turn.conversation_id, *message_id).await?;
+        }
+        TurnInput::AutoDecide {
+            checkpoint_id: Some(id),
+        } => checkpoint = read.checkpoint(turn.conversation_id, *id).await?,
+        TurnInput::AutoDecide {
+            checkpoint_id: None,
+        } => {}
+        TurnInput::Task { task_id }
+        | TurnInput::TaskRetry { task_id, .. }
+        | TurnInput::TaskResume { task_id, .. } => task = read.task(*task_id).await?,
+    }
+    Ok(ClaimContext {
+        conversation,
+        message,
+        checkpoint,
+        task,
+        tool_calls: Vec::new(),
+    })
+}
+
+/// `POST /v1/turns/{id}/heartbeat`: the claim holds the turn `lease_ms` longer. Writes
+/// no event.
+#[utoipa::path(post, path = "/v1/turns/{id}/heartbeat", tag = "workers",
+    params(("id" = Uuid, Path), ("PM-Turn-Id" = Uuid, Header), ("PM-Turn-Epoch" = i64, Header)),
+    request_body(content = Option<HeartbeatBody>, content_type = "application/json"),
+    responses((status = 200, body = HeartbeatAnswer, description = "The lease's new end"),
+              (status = 400, body = crate::error::Problem), (status = 404, body = crate::error::Problem),
+              (status = 409, body = crate::error::Problem, description = "The claim no longer holds the turn (`turn_fenced`)")))]
+pub async fn heartbeat(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    RawBody(body): RawBody,
+) -> Result<Json<HeartbeatAnswer>, ApiError> {
+    let id = path_uuid(&id, "turn_not_found", "turn")?;
+    let turn_epoch = report_epoch(&headers, id)?;
+    let body: HeartbeatBody = body_or_default(&body)?;
+    let lease = lease(body.lease_ms, &state)?;
+    let current = state.queries.sagas_unchecked().turn(id).await?;
+    let until = state
+        .workers
+        .heartbeat(id, turn_epoch, lease, current.as_ref())
+        .await?
+        .map_err(|e| refused(e, id))?;
+    Ok(Json(HeartbeatAnswer {
+        turn_epoch,
+        lease_expires_at: until,
+    }))
+}
+
+/// Runs a report and answers the turn's row after it.
+async fn report(
+    state: &AppState,
+    ctx: &Ctx,
+    id: Uuid,
+    op: WorkerOp,
+    what: &str,
+) -> Result<Response, ApiError> {
+    let position = state
+        .workers
+        .report(id, op, metadata(ctx, what, state))
+        .await?
+        .map_err(|e| refused(e, id))?;
+    let turn = turn_row(state, id).await?;
+    Ok(with_position(Json(turn).into_response(), position))
+}
+
+/// `POST /v1/turns/{id}/release`: the worker gives the turn back (`turn.released`); it is
+/// claimable again.
+#[utoipa::path(post, path = "/v1/turns/{id}/release", tag = "workers",
+    params(("id" = Uuid, Path), ("PM-Turn-Id" = Uuid, Header), ("PM-Turn-Epoch" = i64, Header)),
+    request_body(content = Option<ReasonBody>, content_type = "application/json"),
+    responses((status = 200, body = TurnView, description = "The turn"),
+              (status = 400, body = crate::error::Problem), (status = 404, body = crate::error::Problem),
+              (status = 409, body = crate::error::Problem, description = "`turn_fenced`")))]
+pub async fn release(
+    State(state): State<AppState>,
+    ctx: Ctx,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    RawBody(body): RawBody,
+) -> Result<Response, ApiError> {
+    let id = path_uuid(&id, "turn_not_found", "turn")?;
+    let turn_epoch = report_epoch(&headers, id)?;
+    let body: ReasonBody = body_or_default(&body)?;
+    let reason = body
+        .reason
+        .map_or_else(|| "released".to_string(), |r| r.as_str().to_string());
+    let op = WorkerOp::Release { turn_epoch, reason };
+    report(&state, &ctx, id, op, "release").await
+}
+
+/// `POST /v1/turns/{id}/error`: the turn ends in `turn.error` (ECHS `stream_error`),
+/// counting toward the session's error threshold.
+#[utoipa::path(post, path = "/v1/turns/{id}/error", tag = "workers",
+    params(("id" = Uuid, Path), ("PM-Turn-Id" = Uuid, Header), ("PM-Turn-Epoch" = i64, Header)),
+    request_body(content = ErrorBody, content_type = "application/json"),
+    responses((status = 200, body = TurnView, description = "The turn, ended in error"),
+              (status = 400, body = crate::error::Problem), (status = 404, body = crate::error::Problem),
+              (status = 409, body = crate::error::Problem, description = "`turn_fenced`")))]
+pub async fn error(
+    State(state): State<AppState>,
+    ctx: Ctx,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    RawBody(body): RawBody,
+) -> Result<Response, ApiError> {
+    let id = path_uuid(&id, "turn_not_found", "turn")?;
+    let turn_epoch = report_epoch(&headers, id)?;
+    let body: ErrorBody = parse_json(&body)?;
+    let op = WorkerOp::Error {
+        turn_epoch,
+        error_type: body.error_type.as_str().to_string(),
+        message: body.message.as_str().to_string(),
+    };
+    report(&state, &ctx, id, op, "error").await
+}
+
+/// `POST /v1/turns/{id}/usage`: tokens spent, added to the turn's totals
+/// (`turn.usage_reported`).
+#[utoipa::path(post, path = "/v1/turns/{id}/usage", tag = "workers",
+    params(("id" = Uuid, Path), ("PM-Turn-Id" = Uuid, Header), ("PM-Turn-Epoch" = i64, Header)),
+    request_body(content = UsageBody, content_type = "application/json"),
+    responses((status = 200, body = TurnView, description = "The turn with its totals"),
+              (status = 400, body = crate::error::Problem), (status = 404, body = crate::error::Problem),
+              (status = 409, body = crate::error::Problem, description = "`turn_fenced`")))]
+pub async fn usage(
+    State(state): State<AppState>,
+    ctx: Ctx,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    RawBody(body): RawBody,
+) -> Result<Response, ApiError> {
+    let id = path_uuid(&id, "turn_not_found", "turn")?;
+    let turn_epoch = report_epoch(&headers, id)?;
+    let body: UsageBody = parse_json(&body)?;
+    let op = WorkerOp::Usage {
+        turn_epoch,
+        input_tokens: body.input_tokens,
+        output_tokens: body.output_tokens,
+    };
+    report(&state, &ctx, id, op, "usage").await
+}
+
+/// `POST /v1/turns/{id}/interrupt` (admin): the running turn ends `interrupted`; when it
+/// races a completion exactly one of them wins and the other is told (`409`).
+#[utoipa::path(post, path = "/v1/turns/{id}/interrupt", tag = "workers",
+    params(("id" = Uuid, Path)),
+    request_body(content = Option<ReasonBody>, content_type = "application/json"),
+    responses((status = 200, body = TurnView, description = "The interrupted turn"),
+              (status = 400, body = crate::error::Problem), (status = 404, body = crate::error::Problem),
+              (status = 409, body = crate::error::Problem, description = "The turn is not running, or a completion won (`turn_transition_not_allowed`)")))]
+pub async fn interrupt(
+    State(state): State<AppState>,
+    ctx: Ctx,
+    Path(id): Path<String>,
+    RawBody(body): RawBody,
+) -> Result<Response, ApiError> {
+    let id = path_uuid(&id, "turn_not_found", "turn")?;
+    let body: ReasonBody = body_or_default(&body)?;
+    let reason = body
+        .reason
+        .map_or_else(|| "operator".to_string(), |r| r.as_str().to_string());
+    report(
+        &state,
+        &ctx,
+        id,
+        WorkerOp::Interrupt { reason },
+        "interrupt",
+    )
+    .await
+}

@@ -1,0 +1,272 @@
+//! Workers (WORKERS.md): the LLM service's processes claim turns, hold them with leases
+//! and report on them. [`Workers`] is the use case behind `POST /v1/turns/claim` and the
+//! turn reports; the decisions are the sagas' ([`SagaEngine::worker`]), so a claim, a
+//! report and an expiry are each one saga transaction on the turn's conversation.
+//!
+//! - **Claim**: the oldest claimable turns matching the filters are tried in order, each
+//!   through its conversation's machines; exactly one caller gets a turn and epoch (one
+//!   per replica by the conversation's slot, one across replicas by its version). A
+//!   caller that finds nothing waits on the [`ClaimBell`], rung from the log's tail when a
+//!   rune makes a turn claimable — no waiter polls the database.
+//! - **Heartbeat**: moves the lease's expiry in the store, writing no rune.
+//! - **Reports** (release, error, usage) and the operator's **interrupt**: saga inputs,
+//!   committed only if the lease they were decided on is still there.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use pm_domain::saga::{ControlError, Lease, TurnState, TurnView as SagaTurn, WorkerOp};
+use tokio::sync::watch;
+use uuid::Uuid;
+
+use crate::bus::EventMetadata;
+use crate::log::LogPosition;
+use crate::sagas::{ClaimFilter, SagaEngine, SagaStore};
+use crate::views::TurnView;
+use crate::AppError;
+
+/// Candidates one claim attempt reads at most.
+const CANDIDATES: u32 = 16;
+
+/// The runes after which a turn may have become claimable (WORKERS.md): a dispatch, a
+/// claim that ended without ending the turn, a session that became active again.
+pub const CLAIMABLE_AFTER: &[&str] = &[
+    pm_domain::saga::rune::TURN_DISPATCHED,
+    pm_domain::saga::rune::TURN_LEASE_EXPIRED,
+    pm_domain::saga::rune::TURN_RELEASED,
+    pm_domain::saga::rune::TURN_TOOLS_FINISHED,
+    pm_domain::saga::rune::SESSION_RESUMED,
+    pm_domain::saga::rune::SESSION_UNSUSPENDED,
+];
+
+/// Rung (a generation count) whenever the log's tail shows a rune of
+/// [`CLAIMABLE_AFTER`]; waiting claimants wake on it and try again.
+#[derive(Debug, Clone)]
+pub struct ClaimBell {
+    tx: Arc<watch::Sender<u64>>,
+}
+
+impl Default for ClaimBell {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ClaimBell {
+    /// A bell nobody rang yet.
+    pub fn new() -> Self {
+        Self {
+            tx: Arc::new(watch::channel(0).0),
+        }
+    }
+
+    /// Wakes every waiting claimant.
+    pub fn ring(&self) {
+        self.tx.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Whether a stretch of the log holds a rune that may make a turn claimable.
+    pub fn rings_for<'a>(event_types: impl IntoIterator<Item = &'a str>) -> bool {
+        event_types
+            .into_iter()
+            .any(|t| CLAIMABLE_AFTER.contains(&t))
+    }
+
+    fn subscribe(&self) -> watch::Receiver<u64> {
+        self.tx.subscribe()
+    }
+}
+
+/// What a claimant asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimRequest {
+    /// Which turns.
+    pub filter: ClaimFilter,
+    /// How long to wait for one (0: answer at once).
+    pub wait: Duration,
+    /// The lease's length.
+    pub lease: chrono::Duration,
+    /// The worker's name.
+    pub worker: String,
+}
+
+/// A claimed turn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Claimed {
+    /// The turn after the claim (domain row: its lease holds the epoch and expiry).
+    pub turn: SagaTurn,
+    /// The claim.
+    pub lease: Lease,
+    /// The position of the claim's last rune.
+    pub position: Option<LogPosition>,
+}
+
+/// Why a report or heartbeat was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    /// No such turn (`404 turn_not_found`).
+    #[error("turn not found")]
+    TurnNotFound,
+    /// `409` with the code (`turn_fenced`, `turn_transition_not_allowed`) and why.
+    #[error("{code}: {detail}")]
+    Conflict {
+        /// The problem's code.
+        code: &'static str,
+        /// Why.
+        detail: String,
+    },
+}
+
+impl From<ControlError> for Refused {
+    fn from(e: ControlError) -> Self {
+        match e {
+            ControlError::NotAllowed { code, detail } => Self::Conflict { code, detail },
+            ControlError::TurnNotFound
+            | ControlError::SessionNotFound
+            | ControlError::AgentNotFound => Self::TurnNotFound,
+        }
+    }
+}
+
+/// The workers' use case.
+pub struct Workers<S> {
+    engine: Arc<SagaEngine<S>>,
+    bell: ClaimBell,
+}
+
+impl<S: SagaStore> Workers<S> {
+    /// Workers over `engine`, waking on `bell`.
+    pub fn new(engine: Arc<SagaEngine<S>>, bell: ClaimBell) -> Self {
+        Self { engine, bell }
+    }
+
+    /// The bell waiting claimants wake on.
+    pub fn bell(&self) -> &ClaimBell {
+        &self.bell
+    }
+
+    /// Claims the oldest claimable turn matching the request, waiting up to its `wait`
+    /// for one; `None` when nothing was claimable in time.
+    ///
+    /// # Errors
+    /// [`AppError`] from the store.
+    #[tracing::instrument(name = "claim", skip_all, fields(worker = %request.worker))]
+    pub async fn claim(
+        &self,
+        request: &ClaimRequest,
+        metadata: &EventMetadata,
+    ) -> Result<Option<Claimed>, AppError> {
+        let until = tokio::time::Instant::now() + request.wait;
+        let mut bell = self.bell.subscribe();
+        loop {
+            bell.borrow_and_update();
+            if let Some(claimed) = self.try_claim(request, metadata).await? {
+                metrics::counter!("pm_turn_claims_total").increment(1);
+                return Ok(Some(claimed));
+            }
+            tokio::select! {
+                rung = bell.changed() => {
+                    if rung.is_err() {
+                        return Ok(None);
+                    }
+                }
+                _ = tokio::time::sleep_until(until) => return Ok(None),
+            }
+        }
+    }
+
+    /// One pass over the candidates.
+    async fn try_claim(
+        &self,
+        request: &ClaimRequest,
+        metadata: &EventMetadata,
+    ) -> Result<Option<Claimed>, AppError> {
+        let candidates = self
+            .engine
+            .store()
+            .claimable(&request.filter, CANDIDATES)
+            .await?;
+        for (turn_id, conversation) in candidates {
+            let op = WorkerOp::Claim {
+                worker: request.worker.clone(),
+                lease: request.lease,
+            };
+            let done = self
+                .engine
+                .worker(turn_id, Some(conversation), op, metadata.clone())
+                .await?;
+            // Not claimable any more (another claimant was first): the next one.
+            let Ok(done) = done else { continue };
+            let Some(turn) = done.turn else { continue };
+            let Some(lease) = turn.lease.clone() else {
+                continue;
+            };
+            return Ok(Some(Claimed {
+                turn,
+                lease,
+                position: done.position,
+            }));
+        }
+        Ok(None)
+    }
+
+    /// A report (release, error, usage) or an interrupt on `turn_id`; answers the position
+    /// of its last rune.
+    ///
+    /// # Errors
+    /// `Ok(Err(Refused))` when refused (nothing written); [`AppError`] from the store.
+    pub async fn report(
+        &self,
+        turn_id: Uuid,
+        op: WorkerOp,
+        metadata: EventMetadata,
+    ) -> Result<Result<Option<LogPosition>, Refused>, AppError> {
+        let done = self.engine.worker(turn_id, None, op, metadata).await?;
+        Ok(done.map(|d| d.position).map_err(Refused::from))
+    }
+
+    /// A heartbeat: the claim of `turn_epoch` holds `turn_id` until `now + lease`.
+    /// `current` is the turn's row, to say why a refused heartbeat is refused.
+    ///
+    /// # Errors
+    /// `Ok(Err(Refused))` when the claim no longer holds the turn; [`AppError`] from the
+    /// store.
+    pub async fn heartbeat(
+        &self,
+        turn_id: Uuid,
+        turn_epoch: i64,
+        lease: chrono::Duration,
+        current: Option<&TurnView>,
+    ) -> Result<Result<DateTime<Utc>, Refused>, AppError> {
+        let now = self.engine.clock().now();
+        let Some(turn) = current else {
+            return Ok(Err(Refused::TurnNotFound));
+        };
+        let renewed = self
+            .engine
+            .store()
+            .renew_lease(turn_id, turn_epoch, now + lease, now)
+            .await?;
+        Ok(renewed.ok_or_else(|| Refused::Conflict {
+            code: pm_domain::saga::TURN_FENCED,
+            detail: why_fenced(turn, turn_epoch),
+        }))
+    }
+}
+
+/// Why the claim of `turn_epoch` does not hold `turn` (as its row shows it).
+pub fn why_fenced(turn: &TurnView, turn_epoch: i64) -> String {
+    let current = turn.turn_epoch.unwrap_or(0);
+    if turn.state.is_terminal() {
+        format!("the turn ended ({})", turn.state)
+    } else if turn_epoch < current {
+        format!("turn_epoch {turn_epoch} is stale: the turn is claimed under epoch {current}")
+    } else if turn_epoch > current {
+        format!("turn_epoch {turn_epoch} was never claimed (the turn is at epoch {current})")
+    } else if turn.state == TurnState::ToolExecuting {
+        "the turn is suspended (tool_executing)".into()
+    } else {
+        format!("the lease of epoch {turn_epoch} ended (expired or released): claim the turn again")
+    }
+}

@@ -1,0 +1,146 @@
+//! Workers' leases in the saga tables (WORKERS.md): a claim's lease is the turn's
+//! `turn_lease` deadline row — armed by `turn.claimed`, moved by heartbeats (no rune),
+//! deleted by the expiry that fires it, by a release, an interrupt or the turn's end, and
+//! by a fenced command that ends the turn. The saga read row `saga_turns` carries the
+//! claim for reads, and what a claimant looks for.
+
+use chrono::{DateTime, Utc};
+use pm_application::sagas::{ClaimFilter, CommitError};
+use pm_application::AppError;
+use pm_domain::saga::LeaseHeld;
+use uuid::Uuid;
+
+use crate::db::{Arg, Args, Tx};
+use crate::processor::store::store_error;
+use crate::Database;
+
+/// The conversation of a turn.
+pub async fn turn_conversation(db: &Database, turn_id: Uuid) -> Result<Option<Uuid>, AppError> {
+    let row = db
+        .fetch_optional(
+            "SELECT conversation_id::text AS conversation_id FROM saga_turns WHERE id = $1::uuid",
+            Args::new().uuid(turn_id),
+        )
+        .await
+        .map_err(store_error)?;
+    row.map(|r| r.uuid("conversation_id"))
+        .transpose()
+        .map_err(store_error)
+}
+
+/// Claimable turns (dispatched, or streaming with no claim; the session active), oldest
+/// first: (turn, conversation).
+pub async fn claimable(
+    db: &Database,
+    filter: &ClaimFilter,
+    limit: u32,
+) -> Result<Vec<(Uuid, Uuid)>, AppError> {
+    let mut sql = String::from(
+        "SELECT t.id::text AS id, t.conversation_id::text AS conversation_id FROM saga_turns t \
+         JOIN saga_sessions s ON s.conversation_id = t.conversation_id \
+         WHERE (t.state = 'dispatched' OR (t.state = 'streaming' AND t.lease_worker IS NULL)) \
+         AND s.state = 'active'",
+    );
+    let mut args = Args::new();
+    let text = |id: Option<Uuid>| id.map(|id| id.to_string());
+    for (column, value, cast) in [
+        ("t.agent_id", text(filter.agent_id), "::uuid"),
+        ("t.conversation_id", text(filter.conversation_id), "::uuid"),
+        ("t.kind", filter.kind.map(|k| k.as_str().to_string()), ""),
+    ] {
+        if let Some(value) = value {
+            let p = args.push(Arg::Text(Some(value)));
+            sql.push_str(&format!(" AND {column} = {p}{cast}"));
+        }
+    }
+    if let Some(actor) = filter.actor_id {
+        let p = args.push(Arg::Text(Some(actor.to_string())));
+        sql.push_str(&format!(
+            " AND t.agent_id IN (SELECT id FROM saga_agents WHERE actor_id = {p}::uuid)"
+        ));
+    }
+    let p = args.push(Arg::Int(Some(i64::from(limit))));
+    sql.push_str(&format!(" ORDER BY t.created_at, t.id LIMIT {p}"));
+    let rows = db.fetch_all(&sql, args).await.map_err(store_error)?;
+    rows.iter()
+        .map(|r| Ok((r.uuid("id")?, r.uuid("conversation_id")?)))
+        .collect::<Result<_, sqlx::Error>>()
+        .map_err(store_error)
+}
+
+/// A heartbeat: the lease of (`turn_id`, `turn_epoch`), still live at `now`, now ends at
+/// `until`; `None` when that claim no longer holds the turn.
+pub async fn renew(
+    db: &Database,
+    turn_id: Uuid,
+    turn_epoch: i64,
+    until: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<Option<DateTime<Utc>>, AppError> {
+    let run = async {
+        let mut tx = db.begin().await?;
+        let moved = tx
+            .execute(
+                "UPDATE saga_deadlines SET due_at = $3::timestamptz WHERE aggregate_type = 'turn' \
+                 AND aggregate_id = $1::uuid AND kind = 'turn_lease' AND epoch = $2 \
+                 AND due_at > $4::timestamptz",
+                Args::new()
+                    .uuid(turn_id)
+                    .int(turn_epoch)
+                    .time(&until)
+                    .time(&now),
+            )
+            .await?;
+        if moved == 0 {
+            return Ok(None);
+        }
+        tx.execute(
+            "UPDATE saga_turns SET lease_expires_at = $3::timestamptz \
+             WHERE id = $1::uuid AND lease_epoch = $2",
+            Args::new().uuid(turn_id).int(turn_epoch).time(&until),
+        )
+        .await?;
+        tx.commit().await?;
+        Ok::<_, sqlx::Error>(Some(until))
+    };
+    run.await.map_err(store_error)
+}
+
+/// Locks the lease rows a saga write was decided on, in the write's transaction.
+///
+/// # Errors
+/// [`CommitError::LeaseGone`] for the first one that is not stored as expected.
+pub async fn hold(tx: &mut Tx, leases: &[LeaseHeld]) -> Result<(), CommitError> {
+    let lock = match tx {
+        Tx::Postgres(_) => " FOR UPDATE",
+        Tx::Sqlite(_) => "",
+    };
+    for lease in leases {
+        let row = tx
+            .fetch_optional(
+                &format!(
+                    "SELECT due_at FROM saga_deadlines WHERE aggregate_type = 'turn' \
+                     AND aggregate_id = $1::uuid AND kind = 'turn_lease' AND epoch = $2{lock}"
+                ),
+                Args::new().uuid(lease.turn_id).int(lease.turn_epoch),
+            )
+            .await
+            .map_err(|e| CommitError::Store(store_error(e)))?;
+        let live = match (&row, lease.live_at) {
+            (None, _) => false,
+            (Some(_), None) => true,
+            (Some(row), Some(at)) => {
+                row.time("due_at")
+                    .map_err(|e| CommitError::Store(store_error(e)))?
+                    > at
+            }
+        };
+        if !live {
+            return Err(CommitError::LeaseGone {
+                turn_id: lease.turn_id,
+                turn_epoch: lease.turn_epoch,
+            });
+        }
+    }
+    Ok(())
+}
