@@ -96,6 +96,12 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(1_000..=600_000))]
     pub turn_lease_ms: u64,
 
+    /// Tokens each new session may spend (workers report usage); reaching it suspends
+    /// the session (`budget_exhausted`) until an operator adds budget. Unset: unlimited.
+    #[arg(long, env = "PM_SESSION_TOKEN_BUDGET",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub session_token_budget: Option<u64>,
+
     /// Claims of one turn that may expire before the turn ends in `turn.error`
     /// (`lease_expired`).
     #[arg(long, env = "PM_TURN_MAX_CLAIMS", default_value_t = 3,
@@ -244,6 +250,7 @@ impl Config {
             turn_timeout: seconds(self.turn_timeout_secs),
             error_threshold: self.session_error_threshold,
             max_claims: self.turn_max_claims,
+            token_budget: self.session_token_budget,
         }
     }
 

@@ -10,6 +10,7 @@
 //! |---|---|
 //! | `abort_before_append` | a command passed its guard and its `Idempotency-Key` middleware, but nothing was appended |
 //! | `abort_after_append` | a command's handler answered `2xx` (its fact is durable) but the answer was not sent |
+//! | `abort_after_claim` | `POST /v1/turns/claim` committed a claim (the worker's lease is durable) but the answer was not sent — called by that handler, the one exception to "no handler calls them" |
 
 use std::sync::OnceLock;
 

@@ -46,6 +46,7 @@ use crate::routes::{admin, commands, events, ops, queries, sagas};
         sagas::resume,
         sagas::archive,
         sagas::kill,
+        sagas::budget,
         crate::routes::workers::claim,
         crate::routes::workers::heartbeat,
         crate::routes::workers::release,

@@ -46,7 +46,7 @@ pub use rune::session::SessionRune;
 pub use rune::turn::{TurnInput, TurnRune};
 pub use rune::{Instance, Recorded, Rune, SagaAnomaly};
 pub use sagas::Sagas;
-pub use session::{fcmp_edge, Session};
+pub use session::{fcmp_edge, Session, BUDGET_EXHAUSTED};
 pub use turn::{Fenced, Lease, Turn};
 pub use types::{
     AgentRole, AgentState, ConversationState, HeadStatus, PlanState, PlanTaskStatus, SessionState,
@@ -77,6 +77,8 @@ pub struct SagaConfig {
     /// Claims of one turn that may expire before it ends in `turn.error`
     /// (`lease_expired`).
     pub max_claims: u32,
+    /// Each new session's token budget (`PM_SESSION_TOKEN_BUDGET`); `None`: unlimited.
+    pub token_budget: Option<u64>,
 }
 
 impl Default for SagaConfig {
@@ -87,6 +89,7 @@ impl Default for SagaConfig {
             turn_timeout: chrono::Duration::seconds(600),
             error_threshold: 3,
             max_claims: 3,
+            token_budget: None,
         }
     }
 }

@@ -342,6 +342,40 @@ pub async fn resume(
     session_control(&state, &ctx, &id, Control::Resume, "resume").await
 }
 
+/// The body of `POST /v1/sessions/{id}/budget`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetBody {
+    /// Tokens to add to the session's budget (> 0).
+    #[schema(minimum = 1)]
+    pub add_tokens: u64,
+}
+
+/// `POST /v1/sessions/{conversation_id}/budget`: more tokens for the session
+/// (`session.budget_added`); a budget suspension they cover is lifted
+/// (`session.unsuspended`) and its queued turns are dispatched.
+#[utoipa::path(post, path = "/v1/sessions/{conversation_id}/budget", tag = "sagas",
+    params(("conversation_id" = Uuid, Path)), request_body(content = BudgetBody, content_type = "application/json"),
+    responses((status = 200, body = SessionView, description = "The session with its new budget"),
+              (status = 404, body = crate::error::Problem), (status = 409, body = crate::error::Problem,
+               description = "The session is not open, or has no token budget (`session_transition_not_allowed`)."),
+              (status = 422, body = crate::error::Problem)))]
+pub async fn budget(
+    State(state): State<AppState>,
+    ctx: Ctx,
+    Path(id): Path<String>,
+    RawBody(body): RawBody,
+) -> Result<Response, ApiError> {
+    let body: BudgetBody = parse_json(&body)?;
+    if body.add_tokens == 0 {
+        return Err(ApiError::validation("add_tokens", "must be greater than 0"));
+    }
+    let control = Control::AddBudget {
+        add_tokens: body.add_tokens,
+    };
+    session_control(&state, &ctx, &id, control, "budget").await
+}
+
 /// `POST /v1/sessions/{conversation_id}/archive`: `closed → archived`.
 #[utoipa::path(post, path = "/v1/sessions/{conversation_id}/archive", tag = "sagas",
     params(("conversation_id" = Uuid, Path)),

@@ -170,6 +170,12 @@ pub fn endpoints() -> Vec<Endpoint> {
             Admin,
             post(sagas::archive),
         ),
+        ep(
+            M::POST,
+            "/v1/sessions/{conversation_id}/budget",
+            Admin,
+            post(sagas::budget),
+        ),
         ep(M::GET, "/v1/agents", Read, get(sagas::agents)),
         ep(M::GET, "/v1/agents/{id}", Read, get(sagas::agent)),
         ep(M::POST, "/v1/agents/{id}/kill", Admin, post(sagas::kill)),

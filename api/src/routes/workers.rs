@@ -261,6 +261,8 @@ pub async fn claim(
     };
     let turn = turn_row(&state, claimed.turn.id).await?;
     let context = context(&state, &turn, claimed.position).await?;
+    #[cfg(feature = "failpoints")]
+    crate::failpoint::hit("abort_after_claim");
     let answer = ClaimAnswer {
         turn,
         turn_epoch: claimed.lease.turn_epoch,

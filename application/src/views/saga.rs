@@ -34,6 +34,11 @@ pub struct SessionView {
     pub waiting_since: Option<DateTime<Utc>>,
     /// Consecutive turn errors (the session suspends at `PM_SESSION_ERROR_THRESHOLD`).
     pub consecutive_errors: u32,
+    /// Tokens its turns' workers reported (`POST /v1/turns/{id}/usage`), summed.
+    pub tokens_used: u64,
+    /// Its token budget (`PM_SESSION_TOKEN_BUDGET` at creation, plus what operators
+    /// added); null: unlimited. Reaching it suspends the session (`budget_exhausted`).
+    pub token_budget: Option<u64>,
     /// When the session was created (log time of `session.created`).
     #[serde(with = "pm_domain::time")]
     pub created_at: DateTime<Utc>,
@@ -65,6 +70,8 @@ pub struct AgentView {
     pub head_status: HeadStatus,
     /// Its inbox, oldest first.
     pub queued_turn_ids: Vec<Uuid>,
+    /// Tokens its turns' workers reported, summed.
+    pub tokens_used: u64,
     /// When it was spawned.
     #[serde(with = "pm_domain::time")]
     pub created_at: DateTime<Utc>,

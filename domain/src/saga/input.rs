@@ -34,6 +34,11 @@ pub enum Control {
         /// The agent.
         agent_id: Uuid,
     },
+    /// `POST /v1/sessions/{id}/budget`: more tokens; lifts a budget suspension they cover.
+    AddBudget {
+        /// Tokens added (> 0).
+        add_tokens: u64,
+    },
 }
 
 /// A worker's request on a claimed turn, or an operator's interrupt (WORKERS.md). The

@@ -33,6 +33,8 @@ pub struct Sagas {
     turn_order: Vec<Uuid>,
     task_turns: BTreeMap<Uuid, Vec<Uuid>>,
     last_position: Option<i64>,
+    #[serde(default)]
+    agent_tokens: BTreeMap<Uuid, u64>,
 }
 
 impl Sagas {
@@ -132,6 +134,15 @@ impl Sagas {
                     }
                     TurnRune::Error(_) => self.consecutive_errors += 1,
                     TurnRune::Completed(_) => self.consecutive_errors = 0,
+                    TurnRune::UsageReported(u) => {
+                        let agent = self.turns.get(id).and_then(Turn::agent_id);
+                        if let Some(agent) = agent {
+                            let used = self.agent_tokens.entry(agent).or_default();
+                            *used = used
+                                .saturating_add(u.input_tokens)
+                                .saturating_add(u.output_tokens);
+                        }
+                    }
                     _ => {}
                 }
                 self.turns.entry(*id).or_default().fold(r.clone());
@@ -229,6 +240,16 @@ impl Sagas {
     /// The autonomy loop.
     pub fn plan(&self) -> Option<&Plan> {
         self.plan.as_ref()
+    }
+    /// Tokens an agent's turns reported (composite).
+    pub fn agent_tokens(&self, agent_id: Uuid) -> u64 {
+        self.agent_tokens.get(&agent_id).copied().unwrap_or(0)
+    }
+    /// Tokens the session's turns reported (composite): what its budget counts.
+    pub fn tokens_used(&self) -> u64 {
+        self.agent_tokens
+            .values()
+            .fold(0, |a, b| a.saturating_add(*b))
     }
     /// Consecutive turn errors (composite).
     pub fn consecutive_errors(&self) -> u32 {

@@ -24,6 +24,9 @@ pub fn fcmp_edge(from: Option<ConversationState>, to: ConversationState) -> bool
     }
 }
 
+/// `session.suspended`'s reason when the token budget ran out.
+pub const BUDGET_EXHAUSTED: &str = "budget_exhausted";
+
 /// A session (one per conversation; id = the conversation id).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Session {
@@ -36,9 +39,20 @@ pub struct Session {
     waiting_checkpoint_id: Option<Uuid>,
     reason: Option<String>,
     anomalies: u32,
+    #[serde(default)]
+    token_budget: Option<u64>,
 }
 
 impl Session {
+    /// Tokens it may spend (its config's, plus what operators added); `None`: unlimited.
+    pub fn token_budget(&self) -> Option<u64> {
+        self.token_budget
+    }
+    /// Whether it is suspended because its token budget ran out (only budget lifts that).
+    pub fn budget_exhausted(&self) -> bool {
+        self.state == Some(SessionState::Suspended)
+            && self.reason.as_deref() == Some(BUDGET_EXHAUSTED)
+    }
     /// The lifecycle state; `None` before `session.created`.
     pub fn state(&self) -> Option<SessionState> {
         self.state
@@ -120,6 +134,7 @@ impl Machine for Session {
             R::ConversationCompleted(_) => live && cs == Some(C::Succeeded),
             R::ConversationFailed(_) => live && matches!(cs, Some(C::Failed | C::Canceled)),
             R::ReconcileFailed(_) => live && matches!(cs, Some(C::Queued | C::Running)),
+            R::BudgetAdded(_) => live,
             R::Anomaly(_) => true,
         };
         if edge {
@@ -142,6 +157,7 @@ impl Machine for Session {
         match rune {
             R::Created(r) => {
                 self.conversation_id = Some(r.conversation_id);
+                self.token_budget = r.config.token_budget;
                 self.config = Some(r.config);
                 self.state = Some(S::Created);
             }
@@ -175,6 +191,7 @@ impl Machine for Session {
                 self.waiting_checkpoint_id = Some(r.checkpoint_id);
             }
             R::Anomaly(_) => self.anomalies += 1,
+            R::BudgetAdded(r) => self.token_budget = Some(r.token_budget),
             R::ReplyAccepted(_)
             | R::AutoDecideTimeout(_)
             | R::ConversationCompleted(_)

@@ -8,6 +8,7 @@
 //! |---|---|
 //! | `session_table`, `session_waits`, `session_close`, `session_controls` | the session table of docs/SAGAS.md, row by row (lifecycle, FCMP, waits, controls, restart) |
 //! | `agent_table` | the agent table |
+//! | `budget_table` | token budgets: usage per turn, agent and session; `budget_exhausted`; adding budget |
 //! | `turn_table`, `turn_tasks` | the turn table (conversation and task turns) |
 //! | `plan_table` | the autonomy-loop table |
 //! | `worker_table` | the workers' protocol (WORKERS.md): claims, fenced reports, lease expiry, interrupts, fenced facts, `head_status`; a property test of random claims, expiries, reports, interrupts and fenced facts |
@@ -29,6 +30,7 @@
 
 mod agent_table;
 mod aggregates;
+mod budget_table;
 mod e2e;
 mod invariants;
 mod journal;

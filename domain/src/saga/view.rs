@@ -31,6 +31,10 @@ pub struct SessionView {
     pub waiting_checkpoint_id: Option<Uuid>,
     /// Consecutive turn errors (composite).
     pub consecutive_errors: u32,
+    /// Tokens its turns reported (composite).
+    pub tokens_used: u64,
+    /// Its token budget; `None`: unlimited.
+    pub token_budget: Option<u64>,
 }
 
 /// An agent row.
@@ -54,6 +58,8 @@ pub struct AgentView {
     pub head_status: HeadStatus,
     /// Its inbox, oldest first.
     pub queued_turn_ids: Vec<Uuid>,
+    /// Tokens its turns reported (composite).
+    pub tokens_used: u64,
 }
 
 /// A turn row.
@@ -103,6 +109,8 @@ impl Sagas {
             agent_ids: self.agent_views().iter().map(|a| a.id).collect(),
             waiting_checkpoint_id: session.waiting_checkpoint_id(),
             consecutive_errors: self.consecutive_errors(),
+            tokens_used: self.tokens_used(),
+            token_budget: session.token_budget(),
         })
     }
 
@@ -124,6 +132,7 @@ impl Sagas {
                 _ => HeadStatus::Idle,
             },
             queued_turn_ids: agent.inbox().to_vec(),
+            tokens_used: self.agent_tokens(agent_id),
         })
     }
 

@@ -257,6 +257,11 @@ async fn deadlines(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
     Ok(())
 }
 
+/// A token count as the `bigint` it is stored in (counts beyond it are kept at the max).
+fn clamp(tokens: u64) -> i64 {
+    i64::try_from(tokens).unwrap_or(i64::MAX)
+}
+
 fn json<T: serde::Serialize>(value: &T) -> String {
     serde_json::to_string(value).unwrap_or_else(|_| "null".into())
 }
@@ -265,15 +270,30 @@ async fn sessions(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
     let rows = last_by_key(&write.sessions, |(s, _)| s.conversation_id);
     tx.insert_all(
         "INSERT INTO saga_sessions (conversation_id, state, conversation_state, root_agent_id, \
-         agent_ids, waiting_checkpoint_id, waiting_since, consecutive_errors, created_at, updated_at)",
-        &["::uuid", "", "", "::uuid", "", "::uuid", "::timestamptz", "", "::timestamptz", "::timestamptz"],
+         agent_ids, waiting_checkpoint_id, waiting_since, consecutive_errors, tokens_used, \
+         token_budget, created_at, updated_at)",
+        &[
+            "::uuid",
+            "",
+            "",
+            "::uuid",
+            "",
+            "::uuid",
+            "::timestamptz",
+            "",
+            "",
+            "",
+            "::timestamptz",
+            "::timestamptz",
+        ],
         "ON CONFLICT (conversation_id) DO UPDATE SET state = excluded.state, \
          conversation_state = excluded.conversation_state, root_agent_id = excluded.root_agent_id, \
          agent_ids = excluded.agent_ids, waiting_checkpoint_id = excluded.waiting_checkpoint_id, \
          waiting_since = CASE WHEN excluded.conversation_state = 'waiting_user' \
            AND saga_sessions.conversation_state = 'waiting_user' \
            THEN saga_sessions.waiting_since ELSE excluded.waiting_since END, \
-         consecutive_errors = excluded.consecutive_errors, updated_at = excluded.updated_at",
+         consecutive_errors = excluded.consecutive_errors, tokens_used = excluded.tokens_used, \
+         token_budget = excluded.token_budget, updated_at = excluded.updated_at",
         &rows,
         |args, (s, at)| {
             let waiting = s.conversation_state == Some(ConversationState::WaitingUser);
@@ -285,6 +305,8 @@ async fn sessions(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
                 .opt_uuid(s.waiting_checkpoint_id)
                 .opt_time(waiting.then_some(at))
                 .int(i64::from(s.consecutive_errors))
+                .int(clamp(s.tokens_used))
+                .opt_int(s.token_budget.map(clamp))
                 .time(at)
                 .time(at)
         },
@@ -297,7 +319,7 @@ async fn agents(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
     let rows = last_by_key(&write.agents, |(a, _)| a.id);
     tx.insert_all(
         "INSERT INTO saga_agents (id, conversation_id, actor_id, role, state, turn_epoch, \
-         active_turn_id, head_status, created_at, updated_at)",
+         active_turn_id, head_status, tokens_used, created_at, updated_at)",
         &[
             "::uuid",
             "::uuid",
@@ -307,12 +329,13 @@ async fn agents(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
             "",
             "::uuid",
             "",
+            "",
             "::timestamptz",
             "::timestamptz",
         ],
         "ON CONFLICT (id) DO UPDATE SET state = excluded.state, turn_epoch = excluded.turn_epoch, \
          active_turn_id = excluded.active_turn_id, head_status = excluded.head_status, \
-         updated_at = excluded.updated_at",
+         tokens_used = excluded.tokens_used, updated_at = excluded.updated_at",
         &rows,
         |args, (a, at)| {
             args.uuid(a.id)
@@ -323,6 +346,7 @@ async fn agents(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
                 .int(a.turn_epoch)
                 .opt_uuid(a.active_turn_id)
                 .text(a.head_status.as_str())
+                .int(clamp(a.tokens_used))
                 .time(at)
                 .time(at)
         },
@@ -386,8 +410,8 @@ async fn turns(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
                 .opt_int(t.lease.as_ref().map(|l| l.turn_epoch))
                 .opt_time(t.lease.as_ref().map(|l| &l.lease_expires_at))
                 .int(i64::from(t.claims))
-                .int(i64::try_from(t.input_tokens).unwrap_or(i64::MAX))
-                .int(i64::try_from(t.output_tokens).unwrap_or(i64::MAX))
+                .int(clamp(t.input_tokens))
+                .int(clamp(t.output_tokens))
                 .time(at)
                 .time(at)
         },

@@ -95,11 +95,12 @@ struct ListQuery<'a> {
 
 const SESSION_COLUMNS: &str = "conversation_id::text AS conversation_id, state, conversation_state, \
      root_agent_id::text AS root_agent_id, agent_ids, waiting_checkpoint_id::text AS waiting_checkpoint_id, \
-     waiting_since, consecutive_errors::bigint AS consecutive_errors, created_at, updated_at";
+     waiting_since, consecutive_errors::bigint AS consecutive_errors, tokens_used, token_budget, \
+     created_at, updated_at";
 
 const AGENT_COLUMNS: &str = "id::text AS id, conversation_id::text AS conversation_id, \
      actor_id::text AS actor_id, role, state, turn_epoch, active_turn_id::text AS active_turn_id, \
-     queued_turn_ids, head_status, created_at, updated_at";
+     queued_turn_ids, head_status, tokens_used, created_at, updated_at";
 
 const TURN_COLUMNS: &str = "id::text AS id, agent_id::text AS agent_id, \
      conversation_id::text AS conversation_id, kind, task_id::text AS task_id, input, state, turn_epoch, \
@@ -144,6 +145,11 @@ fn session(row: &DbRow) -> Result<SessionView, sqlx::Error> {
         waiting_since: row.opt_time("waiting_since")?,
         consecutive_errors: u32::try_from(row.int("consecutive_errors")?)
             .map_err(|e| decode_error("consecutive_errors", e))?,
+        tokens_used: count(row, "tokens_used")?,
+        token_budget: row
+            .opt_int("token_budget")?
+            .map(|b| u64::try_from(b).map_err(|e| decode_error("token_budget", e)))
+            .transpose()?,
         created_at: row.time("created_at")?,
         updated_at: row.time("updated_at")?,
     })
@@ -160,6 +166,7 @@ fn agent(row: &DbRow) -> Result<AgentView, sqlx::Error> {
         active_turn_id: row.opt_uuid("active_turn_id")?,
         head_status: parsed(row, "head_status", HeadStatus::parse)?,
         queued_turn_ids: ids(row, "queued_turn_ids")?,
+        tokens_used: count(row, "tokens_used")?,
         created_at: row.time("created_at")?,
         updated_at: row.time("updated_at")?,
     })

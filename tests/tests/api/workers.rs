@@ -340,11 +340,17 @@ async fn long_poll_and_error_report(db: TestDb) {
         ),
         (Some("error"), Some("stream_error"))
     );
+    // Below the error threshold the conversation shows the failure (FCMP flow 1), not
+    // `running` with nothing running; the next human message continues it.
     let s = wait_for(&svc, &format!("/v1/sessions/{conv}"), |s| {
         s["consecutive_errors"] == 1
     })
     .await;
-    assert_eq!(s["state"], "active");
+    assert_eq!(
+        (s["state"].as_str(), s["conversation_state"].as_str()),
+        (Some("active"), Some("failed")),
+        "{s}"
+    );
     let bad = fenced(
         &svc,
         &format!("/v1/turns/{turn}/error"),
@@ -474,10 +480,147 @@ async fn interrupt_races_completion(db: TestDb) {
     Arc::into_inner(svc).expect("one owner").stop().await;
 }
 
+async fn budget_suspension_and_replenishment(db: TestDb) {
+    let clock = Arc::new(ManualClock::new());
+    let hooks = Hooks {
+        clock: Some(clock.clone() as Arc<dyn Clock>),
+        ..Hooks::default()
+    };
+    let mut config = config(&db);
+    config.session_token_budget = Some(100);
+    let svc = TestService::start_with_hooks(config, hooks).await;
+    let (conv, _, _, turn) = dispatched(&svc).await;
+    let e = epoch(&claim(&svc, json!({})).await);
+    let usage = format!("/v1/turns/{turn}/usage");
+    let r = fenced(
+        &svc,
+        &usage,
+        json!({"input_tokens": 60, "output_tokens": 30}),
+        &turn,
+        e,
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let s = read_session(&svc, &conv).await;
+    assert_eq!(
+        (
+            s["state"].as_str(),
+            s["tokens_used"].as_u64(),
+            s["token_budget"].as_u64()
+        ),
+        (Some("active"), Some(90), Some(100))
+    );
+    let r = fenced(
+        &svc,
+        &usage,
+        json!({"input_tokens": 10, "output_tokens": 0}),
+        &turn,
+        e,
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let s = wait_for(&svc, &format!("/v1/sessions/{conv}"), |s| {
+        s["state"] == "suspended"
+    })
+    .await;
+    assert_eq!(s["tokens_used"], 100);
+    let log = crate::support::events(&svc, &format!("conversation_id={conv}")).await;
+    let suspended = log
+        .iter()
+        .find(|e| e["type"] == "session.suspended")
+        .expect("suspended");
+    assert_eq!(suspended["data"]["reason"], "budget_exhausted");
+    assert_eq!(
+        suspended["data"]["budget_info"],
+        json!({"tokens_used": 100, "token_budget": 100})
+    );
+    // The running turn may finish.
+    let done = fenced(
+        &svc,
+        &format!("/v1/conversations/{conv}/checkpoints"),
+        json!({"checkpoint_type": "BEGIN_WORK", "summary": "plan"}),
+        &turn,
+        e,
+    )
+    .await;
+    assert_eq!(done.status, 201, "{}", done.text);
+    wait_for(&svc, &format!("/v1/turns/{turn}"), |t| {
+        t["state"] == "completed"
+    })
+    .await;
+    // Neither a human message nor a resume lifts a budget suspension; nothing is dispatched.
+    let agents = items(&svc, &format!("/v1/agents?conversation_id={conv}"), "0").await;
+    assert_eq!(agents[0]["tokens_used"], 100, "{agents:?}");
+    let human_id = first_human(&svc, &conv).await;
+    let m = message(&svc, &conv, &human_id, json!({"content": "more"})).await;
+    let s = read_session_at(&svc, &conv, &m.position).await;
+    assert_eq!(s["state"], "suspended", "{s}");
+    assert_eq!(claim(&svc, json!({})).await.status, 204);
+    let resume = svc
+        .post(
+            Some(ADMIN),
+            &format!("/v1/sessions/{conv}/resume"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(
+        (resume.status, resume.code()),
+        (409, "session_transition_not_allowed")
+    );
+    let zero = svc
+        .post(
+            Some(ADMIN),
+            &format!("/v1/sessions/{conv}/budget"),
+            &json!({"add_tokens": 0}),
+        )
+        .await;
+    assert_eq!(zero.status, 422, "{}", zero.text);
+    let added = svc
+        .post(
+            Some(ADMIN),
+            &format!("/v1/sessions/{conv}/budget"),
+            &json!({"add_tokens": 500}),
+        )
+        .await;
+    assert_eq!(added.status, 200, "{}", added.text);
+    assert_eq!(
+        (
+            added.json["state"].as_str(),
+            added.json["token_budget"].as_u64()
+        ),
+        (Some("active"), Some(600))
+    );
+    let next = claim(&svc, json!({"wait_ms": 5000})).await;
+    assert_eq!(next.status, 200, "{}", next.text);
+    svc.stop().await;
+}
+
+async fn read_session(svc: &TestService, conv: &str) -> Value {
+    svc.get(Some(ADMIN), &format!("/v1/sessions/{conv}"))
+        .await
+        .json
+}
+
+async fn read_session_at(svc: &TestService, conv: &str, min: &str) -> Value {
+    crate::reads::read(svc, &format!("/v1/sessions/{conv}"), min).await
+}
+
+/// The human participant of `conv` (its first actor).
+async fn first_human(svc: &TestService, conv: &str) -> String {
+    let c = svc
+        .get(Some(ADMIN), &format!("/v1/conversations/{conv}"))
+        .await;
+    c.json["actor_ids"][0]
+        .as_str()
+        .expect("an actor")
+        .to_string()
+}
+
 on_both_backends!(
     claim_fence_and_reports,
     lease_expiry_and_claims_limit,
     long_poll_and_error_report,
     racing_workers_on_two_replicas,
     interrupt_races_completion,
+    budget_suspension_and_replenishment,
 );

@@ -10,6 +10,7 @@
 #[macro_use]
 mod support;
 
+mod claim_crash;
 mod connections;
 mod idempotency_crash;
 mod kill_under_load;

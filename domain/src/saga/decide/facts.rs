@@ -28,6 +28,7 @@ impl Step<'_> {
             session_timeout_secs: self.config.session_timeout.num_seconds(),
             turn_timeout_secs: self.config.turn_timeout.num_seconds(),
             error_threshold: self.config.error_threshold,
+            token_budget: self.config.token_budget,
         };
         let conversation_id = self.conv;
         self.session(SessionRune::Created(SessionCreated {
@@ -155,7 +156,12 @@ impl Step<'_> {
 
     /// A human's input: unsuspend, end the wait or steer, queue a conversation turn.
     fn human_message(&mut self, fact: &MessageAdded) {
-        if self.session_state() == Some(SessionState::Suspended) {
+        // A human message lifts an error-threshold suspension, never a budget one.
+        let suspended = self
+            .s
+            .session()
+            .filter(|s| s.state() == Some(SessionState::Suspended));
+        if suspended.is_some_and(|s| !s.budget_exhausted()) {
             self.session(SessionRune::Unsuspended(Empty {}));
         }
         if self.cs() == Some(ConversationState::WaitingUser) {

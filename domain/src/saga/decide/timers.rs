@@ -14,6 +14,11 @@ use crate::saga::{Deadline, DeadlineKind};
 
 /// `conversation.failed`'s error when the error threshold suspends the session.
 pub(crate) const TURN_ERROR_THRESHOLD: &str = "TURN_ERROR_THRESHOLD";
+/// `conversation.failed`'s error when a conversation turn ends in `turn.error` below the
+/// error threshold.
+pub(crate) const TURN_ERROR: &str = "TURN_ERROR";
+/// `conversation.failed`'s error when an operator interrupts a conversation turn.
+pub(crate) const TURN_INTERRUPTED: &str = "TURN_INTERRUPTED";
 /// The error of `restart.reconcile_failed` and its `conversation.failed`.
 pub(crate) const SESSION_RESUME_FAILED: &str = "SESSION_RESUME_FAILED";
 
@@ -34,7 +39,7 @@ impl Step<'_> {
                 let secs = self.config.turn_timeout.num_seconds();
                 let message = format!("no progress within {secs} s (watchdog)");
                 self.fail(turn_id, "timeout", message, "watchdog");
-                self.error_threshold();
+                self.turn_errored(turn_id);
             }
             (Instance::Turn(turn_id), DeadlineKind::TurnLease) => {
                 self.lease_due(turn_id, deadline);
@@ -75,14 +80,55 @@ impl Step<'_> {
         }
     }
 
+    /// A turn ended in `turn.error`: at the threshold the session suspends; below it a
+    /// conversation turn's end moves the FCMP state ([`Step::conversation_turn_ended`]).
+    pub(super) fn turn_errored(&mut self, turn_id: uuid::Uuid) {
+        let at_threshold = self.s.consecutive_errors() >= self.config.error_threshold;
+        if at_threshold && self.session_state() == Some(SessionState::Active) {
+            return self.error_threshold();
+        }
+        self.conversation_turn_ended(turn_id, TURN_ERROR);
+    }
+
+    /// FCMP (flow 1, `turn.failed → failed`) for a conversation turn that ended without
+    /// a decision — `turn.error` below the threshold, or an operator's interrupt — so the
+    /// session never shows `running` with nothing running: `queued` when the root agent
+    /// has another conversation turn waiting (its dispatch follows), else `failed` with
+    /// `conversation.failed` (`error`), which the next human message continues from.
+    pub(super) fn conversation_turn_ended(&mut self, turn_id: uuid::Uuid, error: &str) {
+        let Some(turn) = self.s.turns().get(&turn_id) else {
+            return;
+        };
+        let conversation = turn.kind() == Some(crate::saga::TurnKind::Conversation);
+        let moving = matches!(
+            self.cs(),
+            Some(ConversationState::Queued | ConversationState::Running)
+        );
+        if !conversation || !moving || self.session_state() != Some(SessionState::Active) {
+            return;
+        }
+        let waiting = self.s.root_agent().is_some_and(|root| {
+            root.inbox().iter().any(|t| {
+                self.s.turns().get(t).and_then(|t| t.kind())
+                    == Some(crate::saga::TurnKind::Conversation)
+            })
+        });
+        if waiting {
+            return self.fcmp(ConversationState::Queued);
+        }
+        self.fcmp(ConversationState::Failed);
+        let error = error.to_string();
+        self.session(SessionRune::ConversationFailed(ErrorCode { error }));
+    }
+
     /// `error_threshold` consecutive turn errors suspend an active session: FCMP `failed`.
-    pub(super) fn error_threshold(&mut self) {
+    fn error_threshold(&mut self) {
         let consecutive_errors = self.s.consecutive_errors();
         let threshold = self.config.error_threshold;
         if consecutive_errors < threshold || self.session_state() != Some(SessionState::Active) {
             return;
         }
-        let budget_info = BudgetInfo {
+        let budget_info = BudgetInfo::Errors {
             consecutive_errors,
             threshold,
         };

@@ -44,6 +44,7 @@ impl Step<'_> {
                     });
                 }
                 self.interrupt(turn_id, &reason);
+                self.conversation_turn_ended(turn_id, super::timers::TURN_INTERRUPTED);
                 Ok(())
             }
             WorkerOp::Release { turn_epoch, reason } => {
@@ -66,7 +67,7 @@ impl Step<'_> {
             } => {
                 self.fenced(&turn, turn_id, turn_epoch)?;
                 self.fail(turn_id, &error_type, message, "stream_error");
-                self.error_threshold();
+                self.turn_errored(turn_id);
                 Ok(())
             }
             WorkerOp::Usage {
@@ -83,6 +84,7 @@ impl Step<'_> {
                         output_tokens,
                     }),
                 );
+                self.check_budget();
                 Ok(())
             }
         }
@@ -175,7 +177,7 @@ impl Step<'_> {
         if expired >= max {
             let message = format!("{expired} claims of the turn expired (at most {max})");
             self.fail(turn_id, LEASE_EXPIRED, message, LEASE_EXPIRED);
-            self.error_threshold();
+            self.turn_errored(turn_id);
         }
     }
 }

@@ -43,6 +43,8 @@ pub mod names {
     pub const RESTART_PRESERVE_WAITING: &str = "restart.preserve_waiting";
     /// `restart.reconcile_failed` — start-up found its turn overdue (FCMP §4).
     pub const RESTART_RECONCILE_FAILED: &str = "restart.reconcile_failed";
+    /// `session.budget_added` — an operator added tokens to the budget (WORKERS.md).
+    pub const SESSION_BUDGET_ADDED: &str = "session.budget_added";
 }
 
 /// The settings a session was created with (`session.created`'s `config`).
@@ -55,16 +57,40 @@ pub struct SessionSettings {
     pub turn_timeout_secs: i64,
     /// Consecutive turn errors that suspend the session.
     pub error_threshold: u32,
+    /// Tokens the session may spend (`PM_SESSION_TOKEN_BUDGET`); absent: unlimited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_budget: Option<u64>,
 }
 
-/// `session.suspended`'s `budget_info`.
+/// `session.suspended`'s `budget_info`: the error budget (`error_threshold`) or the token
+/// budget (`budget_exhausted`) that ran out.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum BudgetInfo {
+    /// `error_threshold`.
+    Errors {
+        /// Consecutive turn errors when the session was suspended.
+        consecutive_errors: u32,
+        /// The threshold.
+        threshold: u32,
+    },
+    /// `budget_exhausted`.
+    Tokens {
+        /// Tokens the session's turns reported.
+        tokens_used: u64,
+        /// Its budget.
+        token_budget: u64,
+    },
+}
+
+/// `session.budget_added` {add_tokens, token_budget}.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct BudgetInfo {
-    /// Consecutive turn errors when the session was suspended.
-    pub consecutive_errors: u32,
-    /// The threshold.
-    pub threshold: u32,
+pub struct BudgetAdded {
+    /// Tokens added.
+    pub add_tokens: u64,
+    /// The budget after it.
+    pub token_budget: u64,
 }
 
 /// Turns counted by terminal state.
@@ -238,6 +264,9 @@ pub enum SessionRune {
     /// `restart.reconcile_failed`
     #[serde(rename = "restart.reconcile_failed")]
     ReconcileFailed(ErrorCode),
+    /// `session.budget_added`
+    #[serde(rename = "session.budget_added")]
+    BudgetAdded(BudgetAdded),
     /// `saga.anomaly`
     #[serde(rename = "saga.anomaly")]
     Anomaly(SagaAnomaly),
@@ -263,6 +292,7 @@ impl SessionRune {
         names::CONVERSATION_FAILED,
         names::RESTART_PRESERVE_WAITING,
         names::RESTART_RECONCILE_FAILED,
+        names::SESSION_BUDGET_ADDED,
         super::SAGA_ANOMALY,
     ];
 
@@ -287,6 +317,7 @@ impl SessionRune {
             Self::ConversationFailed(_) => CONVERSATION_FAILED,
             Self::PreserveWaiting(_) => RESTART_PRESERVE_WAITING,
             Self::ReconcileFailed(_) => RESTART_RECONCILE_FAILED,
+            Self::BudgetAdded(_) => SESSION_BUDGET_ADDED,
             Self::Anomaly(_) => super::SAGA_ANOMALY,
         }
     }

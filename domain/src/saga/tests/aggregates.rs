@@ -177,6 +177,7 @@ async fn given_a_session_when_a_record_holds_a_non_edge_then_nothing_is_written(
             session_timeout_secs: 300,
             turn_timeout_secs: 600,
             error_threshold: 3,
+            token_budget: None,
         },
     });
     let paused = SessionRune::Paused(Reason { reason: "x".into() });

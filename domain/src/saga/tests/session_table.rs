@@ -217,13 +217,13 @@ fn given_active_when_error_threshold_reached_then_suspended_failed_and_no_dispat
     else {
         unreachable!()
     };
+    assert_eq!(s.reason.as_str(), "error_threshold");
     assert_eq!(
-        (
-            s.reason.as_str(),
-            s.budget_info.consecutive_errors,
-            s.budget_info.threshold
-        ),
-        ("error_threshold", 3, 3)
+        s.budget_info,
+        crate::saga::rune::session::BudgetInfo::Errors {
+            consecutive_errors: 3,
+            threshold: 3
+        }
     );
     let (_, out) = w.task(Some(id(W)));
     assert!(

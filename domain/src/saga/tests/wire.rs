@@ -66,6 +66,22 @@ fn harvest() -> Vec<Rune> {
     w.due(Instance::Turn(turn), DeadlineKind::TurnLease);
     w.checkpoint(C::BeginWork);
     runes.extend(w.log.into_iter().map(|r| r.rune));
+    // A token budget: exhausted (session.suspended budget_exhausted), then added to.
+    let mut b = World::new();
+    b.config.token_budget = Some(10);
+    b.start(&[id(H), id(L)], &[id(L)]);
+    b.human_says();
+    let turn = b.active(b.root()).expect("dispatched");
+    let (turn_epoch, _) = b.claim(turn);
+    let spent = WorkerOp::Usage {
+        turn_epoch,
+        input_tokens: 10,
+        output_tokens: 0,
+    };
+    b.request(turn, spent).expect("usage");
+    b.control(Control::AddBudget { add_tokens: 5 })
+        .expect("budget");
+    runes.extend(b.log.into_iter().map(|r| r.rune));
     let anomaly = SagaAnomaly {
         instance: Instance::Plan(id(1)),
         state: "goal_met".into(),
@@ -169,7 +185,7 @@ fn given_the_vocabulary_then_names_are_unique_and_saga_anomaly_is_shared() {
             assert!(names.insert(*name), "{name} twice");
         }
     }
-    assert_eq!(names.len(), 17 + 6 + 13 + 10);
+    assert_eq!(names.len(), 18 + 6 + 13 + 10);
 }
 
 #[test]

@@ -485,8 +485,18 @@ fn given_two_turn_errors_when_a_third_error_is_reported_then_the_session_suspend
         let out = w.request(turn, error(epoch)).expect("reported");
         assert_eq!(w.sagas.consecutive_errors(), n + 1);
         if n < 2 {
-            assert_eq!(names(&out), ["turn.error"]);
+            // Below the threshold the conversation shows the failure (FCMP flow 1) and
+            // stays active: the next human message continues it.
+            assert_eq!(
+                names(&out),
+                [
+                    "turn.error",
+                    "conversation.state.changed",
+                    "conversation.failed"
+                ]
+            );
             assert_eq!(w.state(), Some(SessionState::Active));
+            assert_eq!(w.fcmp(), Some(ConversationState::Failed));
         } else {
             assert_eq!(
                 names(&out),
@@ -728,7 +738,15 @@ fn given_claimed_turn_when_interrupted_then_interrupted_with_the_reason_and_the_
 fn given_dispatched_turn_nobody_claimed_when_interrupted_then_interrupted_without_a_lease() {
     let (mut w, turn) = dispatched();
     let out = w.request(turn, interrupt("operator")).expect("interrupted");
-    assert_eq!(names(&out), ["turn.interrupted"]);
+    assert_eq!(
+        names(&out),
+        [
+            "turn.interrupted",
+            "conversation.state.changed",
+            "conversation.failed"
+        ]
+    );
+    assert_eq!(w.fcmp(), Some(ConversationState::Failed));
     assert!(out.leases.is_empty());
     assert_eq!(
         op(&out, Instance::Turn(turn), DeadlineKind::TurnLease),
@@ -1333,4 +1351,24 @@ mod props {
             replay_with_redelivery(&w, &w.journal, k);
         }
     }
+}
+
+#[test]
+fn given_a_conversation_turn_errors_below_the_threshold_when_another_waits_then_queued_not_failed()
+{
+    let mut w = World::started();
+    w.human_says();
+    let first = w.active(w.root()).expect("dispatched");
+    // A second message while the first turn is only dispatched queues behind it.
+    w.human_says();
+    let (epoch, _) = w.claim(first);
+    let out = w.request(first, error(epoch)).expect("reported");
+    assert_eq!(
+        names_on(&out, Instance::Session(w.conv)),
+        ["conversation.state.changed"]
+    );
+    assert_eq!(w.fcmp(), Some(ConversationState::Queued));
+    let next = w.active(w.root()).expect("the next turn is dispatched");
+    assert_ne!(next, first);
+    replay_with_redelivery(&w, &w.journal, 2);
 }

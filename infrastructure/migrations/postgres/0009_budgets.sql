@@ -1,0 +1,15 @@
+-- Token budgets (WORKERS.md "Budgets"): tokens the turns reported, per session and agent,
+-- and the session's budget (null: unlimited).
+ALTER TABLE saga_sessions ADD COLUMN IF NOT EXISTS tokens_used bigint NOT NULL DEFAULT 0;
+ALTER TABLE saga_sessions ADD COLUMN IF NOT EXISTS token_budget bigint;
+ALTER TABLE saga_agents ADD COLUMN IF NOT EXISTS tokens_used bigint NOT NULL DEFAULT 0;
+
+DROP VIEW IF EXISTS sessions;
+CREATE VIEW sessions AS SELECT * FROM saga_sessions;
+DROP VIEW IF EXISTS agents;
+CREATE VIEW agents AS
+SELECT a.id, a.conversation_id, a.actor_id, a.role, a.state, a.turn_epoch, a.active_turn_id,
+       COALESCE((SELECT json_agg(i.turn_id ORDER BY i.position) FROM saga_agent_inbox i
+                 WHERE i.agent_id = a.id)::text, '[]') AS queued_turn_ids,
+       a.created_at, a.updated_at, a.head_status, a.tokens_used
+FROM saga_agents a;
