@@ -439,26 +439,47 @@ fn spawn_metrics_upkeep(
 
 /// Rings the workers' claim bell whenever the log's tail shows a rune that may have made a
 /// turn claimable (on any replica: the tail reads the shared log), so long-polling
-/// claimants wake within milliseconds without polling the database each.
+/// claimants wake within milliseconds without polling the database each. It follows the
+/// tail only while claimants wait (the tail reads nothing but the head otherwise).
 fn spawn_claim_bell(state: &AppState, shutdown: CancellationToken) -> tokio::task::JoinHandle<()> {
+    use tokio::sync::broadcast::error::RecvError;
     let bell = state.workers.bell().clone();
-    let mut batches = state.tail.subscribe();
+    let tail = state.tail.clone();
     tokio::spawn(async move {
         loop {
-            let batch = tokio::select! {
+            tokio::select! {
                 _ = shutdown.cancelled() => return,
-                batch = batches.recv() => batch,
-            };
-            match batch {
-                Ok(batch) => {
-                    let types = batch.events.iter().map(|e| e.event_type.as_str());
-                    if pm_application::workers::ClaimBell::rings_for(types) {
-                        bell.ring();
+                _ = bell.wanted() => {}
+            }
+            let mut batches = tail.subscribe();
+            bell.set_armed(true);
+            loop {
+                if bell.waiting() == 0 {
+                    // Disarm first: a claimant entering from here on waits for the next
+                    // arming; one that entered before is counted by the look that follows.
+                    bell.set_armed(false);
+                    if bell.waiting() == 0 {
+                        break;
                     }
+                    bell.set_armed(true);
                 }
-                // Behind: whatever was missed may have made turns claimable.
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => bell.ring(),
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                let batch = tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    batch = batches.recv() => batch,
+                    // Look again whether anyone still waits.
+                    _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => continue,
+                };
+                match batch {
+                    Ok(batch) => {
+                        let types = batch.events.iter().map(|e| e.event_type.as_str());
+                        if pm_application::workers::ClaimBell::rings_for(types) {
+                            bell.ring();
+                        }
+                    }
+                    // Behind: whatever was missed may have made turns claimable.
+                    Err(RecvError::Lagged(_)) => bell.ring(),
+                    Err(RecvError::Closed) => return,
+                }
             }
         }
     })

@@ -42,10 +42,43 @@ pub const CLAIMABLE_AFTER: &[&str] = &[
 
 /// Rung (a generation count) whenever the log's tail shows a rune of
 /// [`CLAIMABLE_AFTER`]; waiting claimants wake on it and try again.
+///
+/// The bell's ringer (one task per process) follows the tail only while claimants wait
+/// ([`ClaimBell::waiting`]): a process without long-polling workers reads nothing more
+/// of the log than before. A claimant first waits until the ringer follows the tail
+/// ([`ClaimBell::enter`]), then looks at the database: a rune committed after that look
+/// is in a batch the ringer receives, and one committed before it is seen by the look.
 #[derive(Debug, Clone)]
 pub struct ClaimBell {
-    tx: Arc<watch::Sender<u64>>,
+    inner: Arc<BellInner>,
 }
+
+#[derive(Debug)]
+struct BellInner {
+    rung: watch::Sender<u64>,
+    armed: watch::Sender<bool>,
+    waiters: std::sync::atomic::AtomicUsize,
+    wanted: tokio::sync::Notify,
+}
+
+/// A claimant waiting on the bell; leaving drops it.
+#[derive(Debug)]
+pub struct Waiting<'b> {
+    bell: &'b ClaimBell,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.bell
+            .inner
+            .waiters
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// How long a claimant waits for the ringer to follow the tail before it goes on anyway
+/// (it then relies on the bell's next ring or its own deadline).
+const ARMING: Duration = Duration::from_secs(1);
 
 impl Default for ClaimBell {
     fn default() -> Self {
@@ -57,13 +90,51 @@ impl ClaimBell {
     /// A bell nobody rang yet.
     pub fn new() -> Self {
         Self {
-            tx: Arc::new(watch::channel(0).0),
+            inner: Arc::new(BellInner {
+                rung: watch::channel(0).0,
+                armed: watch::channel(false).0,
+                waiters: std::sync::atomic::AtomicUsize::new(0),
+                wanted: tokio::sync::Notify::new(),
+            }),
         }
     }
 
     /// Wakes every waiting claimant.
     pub fn ring(&self) {
-        self.tx.send_modify(|n| *n = n.wrapping_add(1));
+        self.inner.rung.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Claimants waiting now.
+    pub fn waiting(&self) -> usize {
+        self.inner.waiters.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Resolves once a claimant waits (at once if one does).
+    pub async fn wanted(&self) {
+        loop {
+            let notified = self.inner.wanted.notified();
+            if self.waiting() > 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// The ringer follows the tail (`true`) or stopped (`false`).
+    pub fn set_armed(&self, armed: bool) {
+        self.inner.armed.send_replace(armed);
+    }
+
+    /// Registers a waiting claimant and waits (up to a second) until the ringer follows
+    /// the tail.
+    pub async fn enter(&self) -> Waiting<'_> {
+        self.inner
+            .waiters
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.wanted.notify_waiters();
+        let mut armed = self.inner.armed.subscribe();
+        let _ = tokio::time::timeout(ARMING, armed.wait_for(|a| *a)).await;
+        Waiting { bell: self }
     }
 
     /// Whether a stretch of the log holds a rune that may make a turn claimable.
@@ -74,7 +145,7 @@ impl ClaimBell {
     }
 
     fn subscribe(&self) -> watch::Receiver<u64> {
-        self.tx.subscribe()
+        self.inner.rung.subscribe()
     }
 }
 
@@ -159,6 +230,12 @@ impl<S: SagaStore> Workers<S> {
     ) -> Result<Option<Claimed>, AppError> {
         let until = tokio::time::Instant::now() + request.wait;
         let mut bell = self.bell.subscribe();
+        // An answer-at-once claim needs no bell.
+        let _waiting = if request.wait.is_zero() {
+            None
+        } else {
+            Some(self.bell.enter().await)
+        };
         loop {
             bell.borrow_and_update();
             if let Some(claimed) = self.try_claim(request, metadata).await? {
