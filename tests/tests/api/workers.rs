@@ -12,6 +12,7 @@ use pm_tests::{on_both_backends, Response, TestDb, TestService, ADMIN};
 use project_manager::app::Hooks;
 use serde_json::{json, Value};
 
+use crate::documented::assert_answer;
 use crate::reads::{message, post};
 use crate::sagas::{actor, items, types, wait_for};
 use crate::support::{config, post_with};
@@ -86,7 +87,9 @@ async fn claim_fence_and_reports(db: TestDb) {
     let svc = start(&db, &clock, 3).await;
     let (conv, llm, msg, turn) = dispatched(&svc).await;
 
+    let doc = svc.get(None, "/openapi.json").await.json;
     let c = claim(&svc, json!({"worker": "w-1", "lease_ms": 5000})).await;
+    assert_answer(&doc, "post", "/v1/turns/claim", &c);
     let e1 = epoch(&c);
     assert_eq!(c.json["turn"]["id"], turn.as_str());
     assert_eq!(c.json["turn"]["state"], "streaming");
@@ -98,7 +101,9 @@ async fn claim_fence_and_reports(db: TestDb) {
     // The dispatch's epoch was 1: every claim is one more than any epoch before.
     assert_eq!(e1, 2);
     // Held: nothing else is claimable.
-    assert_eq!(claim(&svc, json!({})).await.status, 204);
+    let none = claim(&svc, json!({})).await;
+    assert_eq!(none.status, 204);
+    assert_answer(&doc, "post", "/v1/turns/claim", &none);
 
     // A fenced message belongs to the turn and says so.
     let said = say(&svc, &conv, &llm, &turn, e1).await;
@@ -124,6 +129,7 @@ async fn claim_fence_and_reports(db: TestDb) {
         "{}",
         stale.text
     );
+    assert_answer(&doc, "post", "/v1/conversations/{id}/messages", &stale);
     let never = say(&svc, &conv, &llm, &turn, e1 + 1).await;
     assert_eq!(
         (never.status, never.code()),
@@ -147,6 +153,7 @@ async fn claim_fence_and_reports(db: TestDb) {
     )
     .await;
     assert_eq!((half.status, half.code()), (400, "invalid_turn_fence"));
+    assert_answer(&doc, "post", "/v1/conversations/{id}/messages", &half);
     let zero = say(&svc, &conv, &llm, &turn, 0).await;
     assert_eq!((zero.status, zero.code()), (400, "invalid_turn_fence"));
     assert_eq!(messages(&svc, &conv).await, before);
@@ -177,6 +184,7 @@ async fn claim_fence_and_reports(db: TestDb) {
         ),
         (Some(15), Some(5))
     );
+    assert_answer(&doc, "post", "/v1/turns/{id}/usage", &used);
     let log_len = types(&svc, &conv).await.len();
     let hb = fenced(
         &svc,
@@ -188,6 +196,7 @@ async fn claim_fence_and_reports(db: TestDb) {
     .await;
     assert_eq!(hb.status, 200, "{}", hb.text);
     assert_eq!(hb.json["turn_epoch"], e1);
+    assert_answer(&doc, "post", "/v1/turns/{id}/heartbeat", &hb);
     assert_eq!(
         types(&svc, &conv).await.len(),
         log_len,
@@ -203,6 +212,7 @@ async fn claim_fence_and_reports(db: TestDb) {
     );
     let stale_hb = fenced(&svc, &path("heartbeat"), json!({}), &turn, e1 - 1).await;
     assert_eq!((stale_hb.status, stale_hb.code()), (409, "turn_fenced"));
+    assert_answer(&doc, "post", "/v1/turns/{id}/heartbeat", &stale_hb);
 
     // Released: claimable again under a higher epoch; the old claim is fenced off.
     let released = fenced(
@@ -215,6 +225,7 @@ async fn claim_fence_and_reports(db: TestDb) {
     .await;
     assert_eq!(released.status, 200, "{}", released.text);
     assert!(released.json["lease"].is_null(), "{}", released.text);
+    assert_answer(&doc, "post", "/v1/turns/{id}/release", &released);
     let c2 = claim(&svc, json!({"worker": "w-2"})).await;
     let e2 = epoch(&c2);
     assert_eq!(e2, e1 + 1);
@@ -249,6 +260,7 @@ async fn claim_fence_and_reports(db: TestDb) {
     assert_eq!((late.status, late.code()), (409, "turn_fenced"));
     let i = svc.post(Some(ADMIN), &path("interrupt"), &json!({})).await;
     assert_eq!((i.status, i.code()), (409, "turn_transition_not_allowed"));
+    assert_answer(&doc, "post", "/v1/turns/{id}/interrupt", &i);
     let anomalies = items(&svc, &format!("/v1/anomalies?conversation_id={conv}"), "0").await;
     assert!(anomalies.is_empty(), "{anomalies:?}");
     svc.stop().await;
