@@ -619,10 +619,21 @@ impl<S: SagaStore> SagaEngine<S> {
             .filter_map(|(c, slot)| slot.as_ref().map(|m| (*c, m.version)))
             .collect();
         rows(held, &mut write);
+        // The machines leave their slots while the commit runs: if this future is dropped
+        // (a client that went away cancels its control or claim), the slots are left
+        // empty — reloaded by the next writer — instead of holding decisions that may not
+        // have been written.
+        let mut taken: Vec<(Uuid, Machines)> = held
+            .iter_mut()
+            .filter_map(|(c, slot)| slot.take().map(|m| (*c, m)))
+            .collect();
         match self.store.commit(write, batch).await {
             Ok(committed) => {
-                for machines in held.values_mut().filter_map(|slot| slot.as_mut()) {
+                for (conversation, mut machines) in taken.drain(..) {
                     machines.version += 1;
+                    if let Some(slot) = held.get_mut(&conversation) {
+                        **slot = Some(machines);
+                    }
                 }
                 Ok(committed)
             }
@@ -631,7 +642,6 @@ impl<S: SagaStore> SagaEngine<S> {
                     tracing::info!(?conversations, "saga state written elsewhere; reloading");
                     metrics::counter!("pm_saga_conflicts_total").increment(1);
                 }
-                forget(held);
                 Err(e)
             }
         }

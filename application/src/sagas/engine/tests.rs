@@ -483,3 +483,51 @@ async fn given_more_conversations_than_the_cache_holds_then_it_keeps_its_limit_a
         "the latest conversation stayed in memory"
     );
 }
+
+#[tokio::test]
+async fn given_a_control_cancelled_while_it_commits_when_the_next_control_comes_then_it_decides_on_what_was_stored(
+) {
+    let a = Uuid::new_v4();
+    let mut world = World::new(SagaConfig::default());
+    world.started(&[a]).await;
+    let active = vec![world.log.human_says(a)];
+    world.apply(active).await;
+    *world
+        .store
+        .gate
+        .conversation
+        .lock()
+        .unwrap_or_else(|e| e.into_inner()) = Some(a);
+    // A pause whose client goes away while its commit is in flight: never written.
+    let engine = world.engine.clone();
+    let cancelled = tokio::spawn(async move {
+        engine
+            .control(ControlTarget::Session(a), pause(), metadata())
+            .await
+    });
+    tokio::time::timeout(Duration::from_secs(5), world.store.gate.entered.notified())
+        .await
+        .expect("the pause reaches its commit");
+    cancelled.abort();
+    assert!(cancelled.await.is_err(), "the pause was cancelled");
+    *world
+        .store
+        .gate
+        .conversation
+        .lock()
+        .unwrap_or_else(|e| e.into_inner()) = None;
+    let loads = world.store.with(|s| s.loads.get(&a).copied().unwrap_or(0));
+    // The machines did not keep the unwritten pause: the session is still active, so a
+    // pause is accepted (a kept decision would refuse it as `paused` already), and the
+    // conversation was read again.
+    let again = world
+        .engine
+        .control(ControlTarget::Session(a), pause(), metadata())
+        .await
+        .expect("stored");
+    assert!(again.is_ok(), "{again:?}");
+    assert_eq!(
+        world.store.with(|s| s.loads.get(&a).copied().unwrap_or(0)),
+        loads + 1
+    );
+}
