@@ -69,10 +69,28 @@ impl IdempotencyKey {
     /// The unclaimed key `key` of `role` for a request: its hash is the SHA-256 of the
     /// method, the path and the body, so the same key with another request is told apart.
     pub fn for_request(role: &str, key: &str, method: &str, path: &str, body: &[u8]) -> Self {
+        Self::for_fenced_request(role, key, method, path, None, body)
+    }
+
+    /// [`IdempotencyKey::for_request`] of a command fenced by a worker's claim: the claim
+    /// (turn and epoch) is part of the request, so a key reused under another claim is
+    /// another request (`422 idempotency_key_reused`), never the first claim's answer
+    /// replayed. Unfenced requests hash as before.
+    pub fn for_fenced_request(
+        role: &str,
+        key: &str,
+        method: &str,
+        path: &str,
+        fence: Option<crate::bus::TurnRef>,
+        body: &[u8],
+    ) -> Self {
         let mut hasher = Sha256::new();
         hasher.update(method);
         hasher.update(b" ");
         hasher.update(path);
+        if let Some(fence) = fence {
+            hasher.update(format!("\npm-turn: {} {}", fence.turn_id, fence.turn_epoch));
+        }
         hasher.update(b"\n");
         hasher.update(body);
         Self {

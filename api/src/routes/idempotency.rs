@@ -71,8 +71,16 @@ async fn keyed(
             format!("the body is larger than {} bytes", state.max_body_bytes),
         )
     })?;
-    let key =
-        IdempotencyKey::for_request(role, &key, parts.method.as_str(), parts.uri.path(), &bytes);
+    // A malformed fence is the handler's to refuse (400), as the request it would keep.
+    let fence = crate::extract::turn_fence(&parts.headers).ok().flatten();
+    let key = IdempotencyKey::for_fenced_request(
+        role,
+        &key,
+        parts.method.as_str(),
+        parts.uri.path(),
+        fence,
+        &bytes,
+    );
     Ok((key, HandlerCommand { parts, bytes, next }))
 }
 

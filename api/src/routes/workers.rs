@@ -259,8 +259,30 @@ pub async fn claim(
     let Some(claimed) = claimed else {
         return Ok(StatusCode::NO_CONTENT.into_response());
     };
-    let turn = turn_row(&state, claimed.turn.id).await?;
-    let context = context(&state, &turn, claimed.position).await?;
+    let read = async {
+        let turn = turn_row(&state, claimed.turn.id).await?;
+        let context = context(&state, &turn, claimed.position).await?;
+        Ok::<_, ApiError>((turn, context))
+    };
+    let (turn, context) = match read.await {
+        Ok(read) => read,
+        Err(e) => {
+            // The claim committed but cannot be answered: give the turn back at once
+            // rather than leave it to its lease (and its claims count).
+            let op = WorkerOp::Release {
+                turn_epoch: claimed.lease.turn_epoch,
+                reason: "claim_not_answered".into(),
+            };
+            let released = state
+                .workers
+                .report(claimed.turn.id, op, metadata(&ctx, "claim", &state))
+                .await;
+            if !matches!(released, Ok(Ok(_))) {
+                tracing::warn!(turn = %claimed.turn.id, "a claim that could not be answered was not released; its lease will expire");
+            }
+            return Err(e);
+        }
+    };
     #[cfg(feature = "failpoints")]
     crate::failpoint::hit("abort_after_claim");
     let answer = ClaimAnswer {

@@ -231,6 +231,45 @@ async fn claim_fence_and_reports(db: TestDb) {
     assert_eq!(e2, e1 + 1);
     assert_eq!(say(&svc, &conv, &llm, &turn, e1).await.status, 409);
 
+    // A fenced command keeps its Idempotency-Key: replayed under the same claim, another
+    // request under another claim.
+    let keyed = |epoch: i64| {
+        let epoch = epoch.to_string();
+        let svc = &svc;
+        let (conv, llm, turn) = (conv.clone(), llm.clone(), turn.clone());
+        async move {
+            post_with(
+                svc,
+                Some(ADMIN),
+                &format!("/v1/conversations/{conv}/messages"),
+                &json!({"actor_id": llm, "content": "keyed"}),
+                &[
+                    ("PM-Turn-Id", turn.as_str()),
+                    ("PM-Turn-Epoch", epoch.as_str()),
+                    ("Idempotency-Key", "fenced-key-1"),
+                ],
+            )
+            .await
+        }
+    };
+    let first = keyed(e2).await;
+    assert_eq!(first.status, 201, "{}", first.text);
+    let again = keyed(e2).await;
+    assert_eq!(
+        (again.status, again.id()),
+        (201, first.id()),
+        "{}",
+        again.text
+    );
+    assert_eq!(again.header("idempotent-replayed"), Some("true"));
+    let other = keyed(e1).await;
+    assert_eq!(
+        (other.status, other.code()),
+        (422, "idempotency_key_reused"),
+        "{}",
+        other.text
+    );
+
     // A fenced checkpoint completes the turn with the reported usage.
     let done = fenced(
         &svc,
