@@ -1,30 +1,44 @@
-//! The LLM service: follows the sagas' work feed — every `agent.turn_dispatched` — and
-//! works each turn of its assistant's agents with the commands it already has:
+//! The LLM service as a fleet of workers: `--workers N` (or `PM_WORKERS`; default 4)
+//! [`Worker`]s in one process, each looping claim → answer → next over the turns of its
+//! assistant's agents (WORKERS.md):
 //!
-//! - a **conversation turn** answering a human message: an AI reply, a `BEGIN_WORK`
-//!   checkpoint (which completes the turn) and a task for the assistant;
-//! - a **task turn** (for the task's assignee): `WORK_STARTED` on the task, the work,
-//!   `WORK_COMPLETED` (which completes the turn), then reads the task back at once
-//!   (read-your-writes).
+//! - a **conversation turn** answering a human message: an AI reply and a `BEGIN_WORK`
+//!   checkpoint, both fenced by the claim (the checkpoint completes the turn), then a task
+//!   for the assistant (unfenced: the turn has ended);
+//! - an **auto-decide turn** (the user did not answer in time): a fenced reply and a
+//!   fenced `BEGIN_WORK` checkpoint;
+//! - a **task turn** (for the task's assignee): `WORK_STARTED`, the work, `WORK_COMPLETED`
+//!   (completes the turn), fenced, then reads the task back at once (read-your-writes).
+//!
+//! The lease of each claimed turn is renewed in the background while it is worked. A turn
+//! taken away meanwhile (`409 turn_fenced`: lease expired, an operator interrupted it) is
+//! dropped; a failure is reported as the turn's error, or the turn is released when the
+//! failure is transient. Ctrl-C stops the fleet: every held turn is released, so another
+//! process claims it at once.
 //!
 //! ```sh
 //! PM_URL=http://127.0.0.1:8080 PM_TOKEN=<llm token> \
-//!   cargo run -p pm-client --example llm_service -- --max-turns 6 --timeout-secs 60
+//!   cargo run -p pm-client --example llm_service -- --workers 4 --max-turns 6 --idle-secs 10
 //! ```
+//!
+//! Stops on Ctrl-C, after `--max-turns` turns, after `--timeout-secs`, or after
+//! `--idle-secs` without a turn; `--lease-secs` sets the lease (default 30), `--think-ms`
+//! how long the "model" takes per turn (default 0).
 //!
 //! The assistant is the `ai` actor the ingress registered with the external identity
 //! `example:assistant` and made a participant of the conversation, so the conversation's
-//! root agent acts for it; its id is derived offline. Every write is keyed by the turn it
-//! works, so working a turn again (a restart from the start of the log) writes nothing new.
+//! root agent acts for it; its id is derived offline, and the workers claim only its
+//! agents' turns. A turn is claimed by one worker at a time and a completed turn is never
+//! claimed again, so running the example again writes nothing new.
 
-use std::collections::HashMap;
-use std::time::Duration;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use pm_client::{
-    ids, label, text, AddMessageInput, CheckpointType, Client, CreateConversationCheckpointInput,
-    CreateTaskCheckpointInput, CreateTaskInput, EventContent, EventQuery, LogEvent, Position,
-    TaskCheckpointType, TurnDispatched, TurnInput, TurnView, Uuid, AGENT_TURN_DISPATCHED,
+    codes, ids, label, text, AddMessageInput, CheckpointType, Client,
+    CreateConversationCheckpointInput, CreateTaskCheckpointInput, CreateTaskInput, Error,
+    TaskCheckpointType, TurnHandle, TurnInput, Uuid, Worker,
 };
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
@@ -37,161 +51,310 @@ fn arg(name: &str) -> Option<String> {
         .and_then(|i| args.get(i + 1).cloned())
 }
 
+/// `--name <seconds>` as a duration.
+fn secs(name: &str) -> Result<Option<Duration>> {
+    Ok(arg(name)
+        .map(|s| s.parse::<u64>())
+        .transpose()?
+        .map(Duration::from_secs))
+}
+
+/// What the fleet did, shared by its workers.
+#[derive(Default)]
+struct Tally {
+    /// Turns still allowed to be claimed (`--max-turns`).
+    budget: AtomicUsize,
+    messages: AtomicUsize,
+    decisions: AtomicUsize,
+    tasks: AtomicUsize,
+    /// Turns being worked now, and when the last one started or ended.
+    busy: AtomicUsize,
+    last_activity: Mutex<Option<Instant>>,
+}
+
+impl Tally {
+    /// Reserves one turn of the budget.
+    fn reserve(&self) -> bool {
+        self.budget
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |b| b.checked_sub(1))
+            .is_ok()
+    }
+
+    fn give_back(&self) {
+        self.budget.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn touch(&self) {
+        *self.last_activity.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+    }
+
+    /// Whether no turn was worked for `idle` (counted from `since` before the first).
+    fn idle_for(&self, idle: Duration, since: Instant) -> bool {
+        let last = self
+            .last_activity
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or(since);
+        self.busy.load(Ordering::SeqCst) == 0 && last.elapsed() >= idle
+    }
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
     let client = Client::from_env()?;
-    let max_turns: usize = arg("--max-turns").map_or(Ok(6), |n| n.parse())?;
-    let timeout = Duration::from_secs(arg("--timeout-secs").map_or(Ok(60), |n| n.parse())?);
-    let after = arg("--after").map_or(Ok(Position::start()), |p| p.parse())?;
+    let size: usize = arg("--workers")
+        .or_else(|| std::env::var("PM_WORKERS").ok())
+        .map_or(Ok(4), |n| n.parse())?;
+    let max_turns: Option<usize> = arg("--max-turns").map(|n| n.parse()).transpose()?;
+    let (timeout, idle) = (secs("--timeout-secs")?, secs("--idle-secs")?);
+    let lease = secs("--lease-secs")?.unwrap_or(Duration::from_secs(30));
+    let think = Duration::from_millis(arg("--think-ms").map_or(Ok(0), |n| n.parse())?);
 
     let assistant = ids::actor_id("example:assistant");
     let me = client.read().actor(assistant).await.map_err(|e| {
         format!("the assistant {assistant} is not registered (run the ingress example): {e}")
     })?;
-    println!("working turns as {} ({})", me.display_name.as_str(), me.id);
+    println!(
+        "{size} workers working turns as {} ({})",
+        me.display_name.as_str(),
+        me.id
+    );
 
-    let query = EventQuery::new()
-        .with_type(AGENT_TURN_DISPATCHED)
-        .after(after);
-    let mut log = client.follow(query);
-    // Whether an agent acts for the assistant, by agent id.
-    let mut mine: HashMap<Uuid, bool> = HashMap::new();
-    let (mut messages, mut tasks) = (0, 0);
-    let deadline = tokio::time::Instant::now() + timeout;
-    while messages + tasks < max_turns {
-        let event = match tokio::time::timeout_at(deadline, log.next()).await {
-            Err(_) => {
-                println!("stopping: no more turns within {timeout:?}");
-                break;
-            }
-            Ok(None) => break,
-            Ok(Some(event)) => event?,
-        };
-        let EventContent::Other { data, .. } = &event.content else {
-            continue;
-        };
-        let dispatched: TurnDispatched = data.parse()?;
-        // The turn as of this event: the saga tables hold it once they reach the position.
-        let read = client.at(event.position.clone());
-        let turn = read.turn(dispatched.turn_id).await?;
-        let is_mine = match mine.get(&turn.agent_id) {
-            Some(is_mine) => *is_mine,
-            None => {
-                let agent = read.agent(turn.agent_id).await?;
-                let is_mine = agent.actor_id == Some(assistant);
-                mine.insert(agent.id, is_mine);
-                is_mine
-            }
-        };
-        if !is_mine {
-            continue;
+    let tally = Arc::new(Tally {
+        budget: AtomicUsize::new(max_turns.unwrap_or(usize::MAX)),
+        ..Tally::default()
+    });
+    let mut fleet = Vec::new();
+    let mut loops = tokio::task::JoinSet::new();
+    for i in 0..size.max(1) {
+        let worker = Worker::builder(client.clone(), format!("llm-{}-{i}", std::process::id()))
+            .actor_id(assistant)
+            .lease(lease)
+            .wait(Duration::from_secs(5))
+            .build()?;
+        fleet.push(worker.clone());
+        loops.spawn(work(worker, assistant, think, tally.clone()));
+    }
+
+    let started = Instant::now();
+    let deadline = async {
+        match timeout {
+            Some(t) => tokio::time::sleep(t).await,
+            None => std::future::pending().await,
         }
-        match turn.input {
-            TurnInput::Message { message_id } => {
-                answer_message(&client, assistant, &event, &turn, message_id).await?;
-                messages += 1;
-            }
-            TurnInput::Task { task_id } => {
-                start_task(&client, &event, &turn, task_id).await?;
-                tasks += 1;
-            }
-            other => println!("turn {} ({other:?}): not worked by this example", turn.id),
+    };
+    let idle_watch = async {
+        let Some(idle) = idle else {
+            return std::future::pending().await;
+        };
+        while !tally.idle_for(idle, started) {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    let why = tokio::select! {
+        _ = tokio::signal::ctrl_c() => "Ctrl-C".to_string(),
+        () = deadline => format!("no more turns within {timeout:?}"),
+        () = idle_watch => format!("idle for {idle:?}"),
+        // Every loop ended: the budget is spent (or a worker failed for good).
+        () = async { while loops.join_next().await.is_some() {} } => "done".to_string(),
+    };
+    // Stop every worker's claims first, so no worker claims a turn another releases.
+    for worker in &fleet {
+        worker.close();
+    }
+    let mut released = 0;
+    for worker in &fleet {
+        released += worker.shutdown().await;
+    }
+    while let Some(ended) = loops.join_next().await {
+        if let Ok(Err(e)) = ended {
+            eprintln!("a worker stopped: {e}");
         }
     }
-    println!("llm_service done: worked {messages} message turns and {tasks} task turns");
+    println!("stopping ({why}): released {released} turn(s)");
+    let load = |n: &AtomicUsize| n.load(Ordering::SeqCst);
+    println!(
+        "llm_service done: worked {} message turns and {} task turns ({} auto-decisions)",
+        load(&tally.messages),
+        load(&tally.tasks),
+        load(&tally.decisions),
+    );
     Ok(())
 }
 
-/// The idempotency key of a write of `turn`.
-fn key(what: &str, turn: &TurnView) -> String {
-    format!("llm-{what}-{}", turn.id)
+/// One worker's loop: claim, work, next — until the budget is spent or the fleet stops.
+async fn work(
+    worker: Worker,
+    assistant: Uuid,
+    think: Duration,
+    tally: Arc<Tally>,
+) -> std::result::Result<(), Error> {
+    while tally.reserve() {
+        let Some(turn) = worker.next().await? else {
+            tally.give_back();
+            return Ok(());
+        };
+        tally.busy.fetch_add(1, Ordering::SeqCst);
+        tally.touch();
+        let id = turn.turn().id;
+        match work_turn(&turn, assistant, think).await {
+            Ok(counter) => {
+                counter(&tally).fetch_add(1, Ordering::SeqCst);
+                turn.finish();
+            }
+            Err(e) if e.code() == Some(codes::TURN_FENCED) => {
+                println!("{}: turn {id} was taken away ({e})", worker.name());
+                tally.give_back();
+            }
+            Err(e) if e.is_retryable() => {
+                println!("{}: turn {id} released after {e}", worker.name());
+                let _ = turn.release(Some("transient_failure")).await;
+                tally.give_back();
+            }
+            Err(e) => {
+                println!("{}: turn {id} failed: {e}", worker.name());
+                let _ = turn.report_error("worker_error", &e.to_string()).await;
+            }
+        }
+        tally.busy.fetch_sub(1, Ordering::SeqCst);
+        tally.touch();
+    }
+    Ok(())
 }
 
-/// A conversation turn: reply, decide `BEGIN_WORK` (completes the turn), create a task.
-async fn answer_message(
-    client: &Client,
+/// Which counter a worked turn adds to.
+type Counter = fn(&Tally) -> &AtomicUsize;
+
+/// Works one claimed turn to its completing command, after `think` (the model at work;
+/// the lease is renewed meanwhile).
+async fn work_turn(
+    turn: &TurnHandle,
     assistant: Uuid,
-    event: &LogEvent,
-    turn: &TurnView,
-    message_id: Uuid,
-) -> Result<()> {
-    let cause = event.id().unwrap_or_default();
-    let correlation = event.correlation_id().unwrap_or(cause);
-    let conversation = turn.conversation_id;
-    let message = client
-        .at(event.position.clone())
-        .message(conversation, message_id)
+    think: Duration,
+) -> std::result::Result<Counter, Error> {
+    // The "model" at work, given up when the turn is taken away (or the fleet stops).
+    tokio::select! {
+        () = tokio::time::sleep(think) => {}
+        gone = turn.ended() => return Err(gone),
+    }
+    match turn.turn().input {
+        TurnInput::Message { message_id } => {
+            answer_message(turn, assistant, message_id).await?;
+            Ok(|t| &t.messages)
+        }
+        TurnInput::AutoDecide { .. } => {
+            let reply = "No answer yet, so I am going ahead with the plan.";
+            let reply_id = format!("decision-in-{}", turn.turn().id);
+            decide(turn, assistant, (reply, reply_id), "Went ahead").await?;
+            Ok(|t| &t.decisions)
+        }
+        TurnInput::Task { task_id }
+        | TurnInput::TaskRetry { task_id, .. }
+        | TurnInput::TaskResume { task_id, .. } => {
+            work_task(turn, task_id).await?;
+            Ok(|t| &t.tasks)
+        }
+    }
+}
+
+/// The idempotency key of a fenced write: one claim's (a key reused by a later claim of
+/// the turn would get a refusal the service kept for this one).
+fn key(what: &str, turn: &TurnHandle) -> String {
+    format!("llm-{what}-{}-{}", turn.turn().id, turn.epoch())
+}
+
+/// A fenced reply (keyed by `reply_id`, an external identity: a repeat finds it) and a
+/// fenced `BEGIN_WORK` checkpoint (which completes the turn).
+async fn decide(
+    turn: &TurnHandle,
+    assistant: Uuid,
+    (reply, reply_id): (&str, String),
+    summary: &str,
+) -> std::result::Result<pm_client::Written<pm_client::ConversationCheckpointCreated>, Error> {
+    let said = turn
+        .add_message(AddMessageInput {
+            actor_id: assistant,
+            content: text(reply)?,
+            task_id: None,
+            external_identity: Some(label(reply_id)?),
+            time: None,
+        })
         .await?;
-    let reply = client
-        .add_message(
-            conversation,
-            AddMessageInput {
-                actor_id: assistant,
-                content: text(format!("On it: {}", message.content.as_str()))?,
-                task_id: None,
-                external_identity: Some(label(format!("reply-to-{}", message.id))?),
-                time: None,
-            },
-        )
-        .causation_id(cause)
-        .correlation_id(correlation)
+    // … the model's tokens, reported as they are spent …
+    let words = |s: &str| s.split_whitespace().count() as u64;
+    turn.report_usage(words(summary) * 4, words(reply) * 4)
         .await?;
-    let decision = client
-        .create_conversation_checkpoint(
-            conversation,
-            CreateConversationCheckpointInput {
-                checkpoint_type: CheckpointType::BeginWork,
-                summary: text(format!("User asked: {}", message.content.as_str()))?,
-            },
-        )
+    let decision = turn
+        .create_conversation_checkpoint(CreateConversationCheckpointInput {
+            checkpoint_type: CheckpointType::BeginWork,
+            summary: text(summary)?,
+        })
         .idempotency_key(key("begin-work", turn))
-        .causation_id(cause)
-        .correlation_id(correlation)
         .await?;
-    let task = client
+    println!(
+        "worked turn {} (epoch {}): reply {} ({:?}), checkpoint {}",
+        turn.turn().id,
+        turn.epoch(),
+        said.entity.id,
+        said.status,
+        decision.entity.id
+    );
+    Ok(decision)
+}
+
+/// A conversation turn: reply and decide `BEGIN_WORK` (fenced), then create a task.
+async fn answer_message(
+    turn: &TurnHandle,
+    assistant: Uuid,
+    message_id: Uuid,
+) -> std::result::Result<(), Error> {
+    let conversation = turn.turn().conversation_id;
+    let message = match &turn.context().message {
+        Some(message) => message.clone(),
+        None => {
+            turn.client()
+                .read()
+                .message(conversation, message_id)
+                .await?
+        }
+    };
+    let asked = message.content.as_str();
+    let reply = format!("On it: {asked}");
+    let reply_id = format!("reply-to-{}", message.id);
+    let summary = format!("User asked: {asked}");
+    let decision = decide(turn, assistant, (&reply, reply_id), &summary).await?;
+    // The checkpoint completed the turn: the task is an ordinary command, keyed by the turn.
+    let task = turn
+        .client()
         .create_task(
             conversation,
             CreateTaskInput {
                 checkpoint_id: decision.entity.id,
-                instructions: text(format!("Handle: {}", message.content.as_str()))?,
+                instructions: text(format!("Handle: {asked}"))?,
                 assigned_to: Some(assistant),
             },
         )
-        .idempotency_key(key("task", turn))
-        .causation_id(cause)
-        .correlation_id(correlation)
+        .idempotency_key(format!("llm-task-{}", turn.turn().id))
         .await?;
-    println!(
-        "worked turn {} for message {}: reply {} ({:?}), checkpoint {}, task {}",
-        turn.id, message.id, reply.entity.id, reply.status, decision.entity.id, task.entity.id,
-    );
+    println!("  for message {}: task {}", message.id, task.entity.id);
     Ok(())
 }
 
 /// A task turn: report `WORK_STARTED`, work, report `WORK_COMPLETED` (the turn
 /// completes and the agent's next turn is dispatched), then read the task back.
-async fn start_task(
-    client: &Client,
-    event: &LogEvent,
-    turn: &TurnView,
-    task_id: Uuid,
-) -> Result<()> {
-    let cause = event.id().unwrap_or_default();
-    let correlation = event.correlation_id().unwrap_or(cause);
-    let report = |checkpoint_type, label| {
-        client
-            .create_task_checkpoint(task_id, CreateTaskCheckpointInput { checkpoint_type })
-            .idempotency_key(key(label, turn))
-            .causation_id(cause)
-            .correlation_id(correlation)
+async fn work_task(turn: &TurnHandle, task_id: Uuid) -> std::result::Result<(), Error> {
+    let report = |checkpoint_type, what| {
+        turn.create_task_checkpoint(task_id, CreateTaskCheckpointInput { checkpoint_type })
+            .idempotency_key(key(what, turn))
     };
     let started = report(TaskCheckpointType::WorkStarted, "work-started").await?;
     // … the work itself, reported as messages about the task …
     let completed = report(TaskCheckpointType::WorkCompleted, "work-completed").await?;
-    let view = client.after(&completed).task(task_id).await?;
+    let view = turn.client().after(&completed).task(task_id).await?;
     println!(
-        "worked turn {} for task {} (started {}): {} with {} checkpoint(s)",
-        turn.id,
+        "worked turn {} (epoch {}) for task {} (started {}): {} with {} checkpoint(s)",
+        turn.turn().id,
+        turn.epoch(),
         task_id,
         started.entity.id,
         view.task.status,

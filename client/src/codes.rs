@@ -13,6 +13,9 @@
 pub const MALFORMED_JSON: &str = "malformed_json";
 /// `400`: a query parameter or header does not parse (the detail names it).
 pub const INVALID_PARAMETER: &str = "invalid_parameter";
+/// `400` (WORKERS.md): only one of `PM-Turn-Id` and `PM-Turn-Epoch`, an epoch that is
+/// not a positive integer, or a report whose `PM-Turn-Id` is not the path's turn.
+pub const INVALID_TURN_FENCE: &str = "invalid_turn_fence";
 /// `400` (API.md): a position that is not in the log.
 pub const INVALID_POSITION: &str = "invalid_position";
 /// `401`: no token, or an unknown one.
@@ -33,6 +36,8 @@ pub const MESSAGE_NOT_FOUND: &str = "message_not_found";
 pub const TASK_CHECKPOINT_NOT_FOUND: &str = "task_checkpoint_not_found";
 /// `404`: rebuild of an unknown projection.
 pub const PROJECTION_NOT_FOUND: &str = "projection_not_found";
+/// `404`: no such turn (a path's, or a fence's `PM-Turn-Id`).
+pub const TURN_NOT_FOUND: &str = "turn_not_found";
 /// `404`: no such endpoint.
 pub const NOT_FOUND: &str = "not_found";
 /// `405`: the endpoint does not take this method.
@@ -45,6 +50,13 @@ pub const ALREADY_EXISTS: &str = "already_exists";
 pub const CONCURRENCY_CONFLICT: &str = "concurrency_conflict";
 /// `409`: the first request with this `Idempotency-Key` is still running.
 pub const IDEMPOTENCY_KEY_IN_USE: &str = "idempotency_key_in_use";
+/// `409` (WORKERS.md): the claim no longer holds the turn — a newer claim, its lease
+/// expired, the turn is suspended, or it ended — so the fenced write or report did
+/// nothing. The worker should drop the turn.
+pub const TURN_FENCED: &str = "turn_fenced";
+/// `409`: the turn's state has no such edge (an interrupt of a queued or ended turn, or
+/// one that lost the race to a completion).
+pub const TURN_TRANSITION_NOT_ALLOWED: &str = "turn_transition_not_allowed";
 /// `409`: a rebuild of this projection is already running.
 pub const REBUILD_IN_PROGRESS: &str = "rebuild_in_progress";
 /// `413`: the body is too large.

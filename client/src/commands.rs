@@ -5,13 +5,15 @@
 use std::future::{Future, IntoFuture};
 use std::marker::PhantomData;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use uuid::Uuid;
 
-use crate::http::{header_value, name, Call};
-use crate::{Client, Error, Position};
+use crate::http::{header_value, name, Call, Retries};
+use crate::worker::Lease;
+use crate::{Client, Error, Position, TurnFence};
 use pm_application::commands::{
     AddMessageInput, CreateConversationCheckpointInput, CreateTaskCheckpointInput, CreateTaskInput,
     RegisterActorInput, StartConversationInput,
@@ -80,6 +82,9 @@ pub struct CommandRequest<T> {
     client: Client,
     call: Result<Call, Error>,
     key: Option<String>,
+    /// The claim of a [`TurnHandle`](crate::TurnHandle)'s command: checked before
+    /// sending, told when the service fenced it off.
+    lease: Option<Arc<Lease>>,
     entity: PhantomData<fn() -> T>,
 }
 
@@ -101,6 +106,7 @@ impl<T: DeserializeOwned + Send + 'static> CommandRequest<T> {
             client: client.clone(),
             call,
             key: None,
+            lease: None,
             entity: PhantomData,
         }
     }
@@ -124,6 +130,28 @@ impl<T: DeserializeOwned + Send + 'static> CommandRequest<T> {
         self.with_header("x-causation-id", id.as_ref())
     }
 
+    /// Fences the command by a claim (`PM-Turn-Id`, `PM-Turn-Epoch`): the service applies
+    /// it on behalf of that turn only while the claim holds it, and otherwise answers `409
+    /// turn_fenced` and writes nothing. A [`TurnHandle`](crate::TurnHandle)'s commands
+    /// carry their claim's fence already.
+    ///
+    /// Keep the `Idempotency-Key` of a fenced command to one claim (the default, a key per
+    /// call, does): the service keeps a `turn_fenced` answer under its key like any other,
+    /// so a key reused by a later claim of the turn would get that refusal again.
+    pub fn fenced(mut self, fence: TurnFence) -> Self {
+        self.call = self.call.map(|mut call| {
+            fence.apply(&mut call.headers);
+            call
+        });
+        self
+    }
+
+    /// Guards the command by a worker's claim.
+    pub(crate) fn guarded(mut self, lease: Arc<Lease>) -> Self {
+        self.lease = Some(lease);
+        self
+    }
+
     fn with_header(mut self, header: &'static str, raw: &str) -> Self {
         self.call = self.call.and_then(|mut call| {
             call.headers
@@ -137,8 +165,22 @@ impl<T: DeserializeOwned + Send + 'static> CommandRequest<T> {
     ///
     /// # Errors
     /// [`Error::Problem`] with the rule's code when the service refuses (`404`, `409`,
-    /// `422`, …), and the other [`Error`]s when it cannot be reached.
+    /// `422`, …), and the other [`Error`]s when it cannot be reached. A fenced command
+    /// whose claim is gone answers `409 turn_fenced` — at once, without a request, when
+    /// its [`TurnHandle`](crate::TurnHandle) already knows.
     pub async fn send(self) -> Result<Written<T>, Error> {
+        if let Some(lease) = &self.lease {
+            lease.check()?;
+        }
+        let lease = self.lease.clone();
+        let written = self.send_unguarded().await;
+        if let (Some(lease), Err(e)) = (lease, &written) {
+            lease.observe(e);
+        }
+        written
+    }
+
+    async fn send_unguarded(self) -> Result<Written<T>, Error> {
         let mut call = self.call?;
         let key = self.key.or_else(|| {
             self.client
@@ -162,7 +204,7 @@ impl<T: DeserializeOwned + Send + 'static> CommandRequest<T> {
                 );
             }
             // Without a key a retry could run the command twice.
-            None => call.retryable = false,
+            None => call.retries = Retries::Never,
         }
         let answer = self.client.inner.send(&call).await?;
         let status = match answer.status {

@@ -9,11 +9,12 @@ use uuid::Uuid;
 use crate::http::Call;
 use crate::{Client, Error, Position};
 
-/// The answer of a control: the row after it and the position of its last rune.
+/// The answer of a control (or of a worker's report on its turn): the row after it and
+/// the position of its last rune.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct Controlled<T> {
-    /// The session or agent after the control.
+    /// The session, agent or turn after the control or report.
     pub view: T,
     /// The log position of the control's last rune (`X-Event-Position`); pass it to
     /// [`Client::at`] to read what the control changed elsewhere.

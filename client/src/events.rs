@@ -61,6 +61,10 @@ pub struct EventAttributes {
     pub conversation_id: Option<Uuid>,
     /// The role of the writer (`ingress`, `llm`, `admin`, `open`).
     pub role: Option<String>,
+    /// The turn a fenced command acted for (the `turnid` extension; WORKERS.md).
+    pub turn_id: Option<Uuid>,
+    /// The epoch of the claim it acted under (the `turnepoch` extension).
+    pub turn_epoch: Option<i64>,
 }
 
 /// What a [`LogEvent`] says. More typed variants will come (the runes of the sagas);
@@ -185,6 +189,10 @@ pub(crate) struct WireEvent {
     causationid: Option<String>,
     role: Option<String>,
     conversationid: Option<Uuid>,
+    #[serde(default)]
+    turnid: Option<Uuid>,
+    #[serde(default)]
+    turnepoch: Option<i64>,
 }
 
 impl WireEvent {
@@ -209,6 +217,8 @@ impl WireEvent {
                 causation_id: self.causationid,
                 conversation_id: self.conversationid,
                 role: self.role,
+                turn_id: self.turnid,
+                turn_epoch: self.turnepoch,
             }),
             content,
         })

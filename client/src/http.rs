@@ -30,8 +30,39 @@ pub(crate) struct Call {
     pub(crate) query: Vec<(&'static str, String)>,
     pub(crate) body: Option<Vec<u8>>,
     pub(crate) headers: HeaderMap,
-    /// Whether a failure may be retried (not for a command without a key).
-    pub(crate) retryable: bool,
+    /// Which failures may be retried.
+    pub(crate) retries: Retries,
+    /// The limit of one attempt instead of the client's (a long-poll waits longer).
+    pub(crate) timeout: Option<Duration>,
+}
+
+/// Which failures of a [`Call`] the [`RetryPolicy`] may retry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Retries {
+    /// Every retryable failure ([`crate::is_retryable`]): the call is safe to repeat.
+    Retryable,
+    /// Only a failure to connect, when the request surely never reached the service: a
+    /// repeat of a call that did reach it would run it twice (a usage report adds up).
+    Unsent,
+    /// None (a command without an idempotency key).
+    Never,
+}
+
+impl Retries {
+    /// Whether `error` may be retried under this rule (the policy decides the rest).
+    fn allow(self, error: &Error) -> bool {
+        match self {
+            Self::Retryable => true,
+            Self::Unsent => matches!(
+                error,
+                Error::Transport {
+                    kind: crate::TransportKind::Connect,
+                    ..
+                }
+            ),
+            Self::Never => false,
+        }
+    }
 }
 
 impl Call {
@@ -43,7 +74,8 @@ impl Call {
             query,
             body: None,
             headers: HeaderMap::new(),
-            retryable: true,
+            retries: Retries::Retryable,
+            timeout: None,
         }
     }
 
@@ -55,7 +87,8 @@ impl Call {
             query: Vec::new(),
             body,
             headers: HeaderMap::new(),
-            retryable: true,
+            retries: Retries::Retryable,
+            timeout: None,
         }
     }
 }
@@ -113,7 +146,7 @@ impl Inner {
                 Ok(answer) => return Ok(answer),
                 Err(e) => e,
             };
-            if !call.retryable {
+            if !call.retries.allow(&error) {
                 return Err(error);
             }
             match self.retry.decide(attempts, &error, jitter()) {
@@ -130,7 +163,7 @@ impl Inner {
     async fn attempt(&self, call: &Call) -> Result<Answer, Error> {
         let mut req = self
             .request(call)
-            .timeout(self.timeout)
+            .timeout(call.timeout.unwrap_or(self.timeout))
             .header(ACCEPT, HeaderValue::from_static("application/json"));
         if let Some(body) = &call.body {
             req = req

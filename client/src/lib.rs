@@ -17,15 +17,21 @@
 //!   Events ([`Client::follow`]) that resumes with `Last-Event-ID` after a dropped
 //!   connection, never yielding an event twice or skipping one. Events are typed
 //!   ([`LogEvent`], [`EventContent`]).
-//! - **Operator controls** — pause, resume, archive a session, kill an agent
-//!   ([`Client::pause_session`], …).
+//! - **Workers** — [`Worker`]: long-polls claims of turns and hands each out as a
+//!   [`TurnHandle`] that renews its lease in the background, sends commands fenced by the
+//!   claim (`PM-Turn-Id`, `PM-Turn-Epoch`) and fails fast once the claim is gone (`409
+//!   turn_fenced`); shutdown releases held turns. The calls beneath it are
+//!   [`Client::claim`], [`Client::heartbeat`], [`Client::release`],
+//!   [`Client::report_error`], [`Client::report_usage`] and [`CommandRequest::fenced`].
+//! - **Operator controls** — pause, resume, archive a session, kill an agent, interrupt a
+//!   turn ([`Client::pause_session`], …, [`Client::interrupt_turn`]).
 //! - **Ids offline** — [`ids`]: the UUIDv5 derivations of external identities.
 //! - **Errors** — one [`Error`]; the service's refusals carry its stable
 //!   [`code`](Error::code) ([`codes`]).
 //!
 //! Configure with [`Client::builder`], or [`Client::from_env`] (`PM_URL`, `PM_TOKEN`).
 //! The programs in `client/examples/` (`ingress`, `llm_service`, `analyst`) are complete
-//! versions of the three sketches below.
+//! versions of the sketches below (`llm_service` of the worker's).
 //!
 //! ## An ingress service (role `ingress`)
 //!
@@ -70,10 +76,52 @@
 //! # Ok(()) }
 //! ```
 //!
-//! ## The LLM service (role `llm`)
+//! ## A worker (role `llm`)
 //!
-//! Follows its work feed — the turns the sagas dispatch to agents — reads what each turn
-//! is for, and answers with the commands it already has: a conversation turn (a human
+//! Claims the turns the sagas dispatch, one at a time per [`Worker`] (run several for
+//! parallelism), and answers each with commands fenced by its claim: a conversation turn
+//! ends with a checkpoint, a task turn with `WORK_COMPLETED`. The lease is renewed in the
+//! background; a turn taken away (lease expired, interrupted) fails with `turn_fenced`.
+//!
+//! ```no_run
+//! use pm_client::{codes, text, CheckpointType, Client, CreateConversationCheckpointInput,
+//!     CreateTaskCheckpointInput, TaskCheckpointType, TurnHandle, Worker};
+//!
+//! async fn answer(turn: &TurnHandle) -> Result<(), pm_client::Error> {
+//!     // … call the model with turn.context(), post its reply with turn.add_message(…) …
+//!     match turn.turn().task_id {
+//!         Some(task) => turn.create_task_checkpoint(task, CreateTaskCheckpointInput {
+//!             checkpoint_type: TaskCheckpointType::WorkCompleted,
+//!         }).await.map(drop),
+//!         None => turn.create_conversation_checkpoint(CreateConversationCheckpointInput {
+//!             checkpoint_type: CheckpointType::BeginWork,
+//!             summary: text("Plan agreed")?,
+//!         }).await.map(drop),
+//!     }
+//! }
+//!
+//! # async fn run() -> Result<(), pm_client::Error> {
+//! let worker = Worker::builder(Client::from_env()?, "llm-1").build()?;
+//! let stop = worker.clone();
+//! tokio::spawn(async move {
+//!     let _ = tokio::signal::ctrl_c().await;
+//!     stop.shutdown().await; // next() answers None; held turns are released
+//! });
+//! while let Some(turn) = worker.next().await? {
+//!     match answer(&turn).await {
+//!         Ok(()) => turn.finish(),
+//!         Err(e) if e.code() == Some(codes::TURN_FENCED) => {} // not ours any more
+//!         Err(e) => drop(turn.report_error("worker_error", &e.to_string()).await),
+//!     }
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! ## The LLM service without claims (role `llm`)
+//!
+//! A turn nobody claims still starts on its agent's first message, unfenced, so a simple
+//! service can follow its work feed — the turns the sagas dispatch to agents — read what
+//! each turn is for, and answer with the plain commands: a conversation turn (a human
 //! message to answer) ends with a checkpoint, a task turn reports progress on its task.
 //!
 //! ```no_run
@@ -156,6 +204,8 @@ pub mod ids;
 mod position;
 mod reads;
 mod retry;
+mod turns;
+mod worker;
 
 pub use client::{Client, ClientBuilder, DEFAULT_URL};
 pub use commands::{CommandRequest, WriteStatus, Written};
@@ -170,6 +220,8 @@ pub use reads::{
     MessageQuery, Paging, Reader, TaskQuery, TurnQuery,
 };
 pub use retry::{is_retryable, parse_retry_after, RetryPolicy};
+pub use turns::{ClaimContext, ClaimRequest, ClaimedTurn, Heartbeat, TurnFence};
+pub use worker::{TurnHandle, Worker, WorkerBuilder};
 
 // The service's own types: request bodies, facts, enumerations and views.
 pub use pm_application::commands::{
@@ -177,7 +229,9 @@ pub use pm_application::commands::{
     RegisterActorInput, StartConversationInput,
 };
 pub use pm_application::fact::Fact;
-pub use pm_application::views::{AgentView, AnomalyInstance, AnomalyView, SessionView, TurnView};
+pub use pm_application::views::{
+    AgentView, AnomalyInstance, AnomalyView, LeaseView, SessionView, TurnView,
+};
 pub use pm_application::views::{
     ConversationView, CycleTime, GroupKey, LatestCheckpoint, Page, ParkedEvent, ProcessorLag,
     ProcessorRecord, ProcessorReport, ReplicaView, RunnerView, StatsGroup, TaskCheckpointView,
@@ -190,7 +244,8 @@ pub use pm_domain::message::MessageAdded;
 pub use pm_domain::saga::rune::agent::names::AGENT_TURN_DISPATCHED;
 pub use pm_domain::saga::rune::agent::TurnDispatched;
 pub use pm_domain::saga::{
-    AgentRole, AgentState, ConversationState, SessionState, TurnInput, TurnKind, TurnState,
+    AgentRole, AgentState, ConversationState, HeadStatus, SessionState, TurnInput, TurnKind,
+    TurnState,
 };
 pub use pm_domain::task::{TaskCheckpointCreated, TaskCreated};
 pub use pm_domain::types::{ActorKind, CheckpointType, TaskCheckpointType, TaskStatus};

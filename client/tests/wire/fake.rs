@@ -41,6 +41,8 @@ pub enum Reply {
     SseHold(String),
     /// Read the request and never answer (a timeout).
     Silence,
+    /// This reply, after a pause (a long-poll that waits).
+    Late(Duration, Box<Reply>),
 }
 
 type Script = Box<dyn Fn(usize, &Seen) -> Reply + Send + Sync>;
@@ -83,7 +85,12 @@ async fn serve(mut conn: TcpStream, log: Arc<Mutex<Vec<Seen>>>, script: Arc<Scri
         log.push(seen.clone());
         log.len() - 1
     };
-    let raw = match script(n, &seen) {
+    let mut reply = script(n, &seen);
+    while let Reply::Late(pause, late) = reply {
+        tokio::time::sleep(pause).await;
+        reply = *late;
+    }
+    let raw = match reply {
         Reply::Answer(status, headers, body) => {
             let kind = if status >= 400 {
                 "application/problem+json"
@@ -109,7 +116,7 @@ async fn serve(mut conn: TcpStream, log: Arc<Mutex<Vec<Seen>>>, script: Arc<Scri
             tokio::time::sleep(Duration::from_secs(30)).await;
             return;
         }
-        Reply::Silence => {
+        Reply::Silence | Reply::Late(..) => {
             tokio::time::sleep(Duration::from_secs(30)).await;
             return;
         }

@@ -1,11 +1,13 @@
 //! The client on the wire, against a scripted server: retries (which, how often, with
-//! which key, how long), headers and query parameters, and the follower's resumption.
+//! which key, how long), headers and query parameters, the follower's resumption, and a
+//! worker's claims, heartbeats and releases.
 
 mod fake;
 
 mod commands;
 mod follow;
 mod reads;
+mod workers;
 
 use std::time::Duration;
 

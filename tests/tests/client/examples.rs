@@ -7,13 +7,13 @@
 //! test builds them with `cargo build -p pm-client --examples` first.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::sync::Mutex;
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use pm_client::{
-    ids, ActorKind, AnomalyQuery, CheckpointQuery, ConversationTaskQuery, MessageQuery, TaskStatus,
-    TurnInput, TurnQuery, TurnState,
+    ids, ActorKind, AnomalyQuery, CheckpointQuery, ClaimRequest, ConversationTaskQuery,
+    MessageQuery, TaskStatus, TurnInput, TurnQuery, TurnState,
 };
 use pm_tests::{on_both_backends, TestDb, TestService, ADMIN, ANALYST, INGRESS, LLM};
 
@@ -135,20 +135,26 @@ async fn the_three_examples_do_what_they_say(db: TestDb) {
     .await;
     assert_eq!(log_len(&svc).await, after_ingress);
 
-    let args = ["--max-turns", "6", "--timeout-secs", "60"];
+    // A fleet of four workers claims the assistant's turns until six are worked.
+    let args = ["--workers", "4", "--max-turns", "6", "--timeout-secs", "60"];
     let out = run(&svc, "llm_service", LLM, &args).await;
     assert!(
         out.contains("worked 3 message turns and 3 task turns"),
         "{out}"
     );
+    assert!(out.contains("released 0 turn(s)"), "{out}");
     let after_llm = log_len(&svc).await;
     assert_eq!(
         after_llm,
         after_ingress + 3 * 5,
         "per message: reply, checkpoint, task (its turn); started, completed (the task's turn)"
     );
-    // Processing the same messages again (a restart from the start) writes nothing.
-    run(&svc, "llm_service", LLM, &args).await;
+    // Running the fleet again writes nothing: a completed turn is never claimable again.
+    let again = run(&svc, "llm_service", LLM, &["--idle-secs", "2"]).await;
+    assert!(
+        again.contains("worked 0 message turns and 0 task turns"),
+        "{again}"
+    );
     assert_eq!(log_len(&svc).await, after_llm);
 
     let admin = client(&svc, ADMIN);
@@ -228,4 +234,92 @@ async fn the_three_examples_do_what_they_say(db: TestDb) {
     svc.stop().await;
 }
 
-on_both_backends!(the_three_examples_do_what_they_say);
+/// The LLM fleet stopped by Ctrl-C (SIGINT) while its "model" thinks about a turn: it
+/// exits 0 and releases the turn, which the next worker claims at once.
+async fn the_llm_fleet_releases_its_turns_on_ctrl_c(db: TestDb) {
+    let svc = start(&db).await;
+    let thread = format!("ctrl-c-{}", db.kind);
+    run(
+        &svc,
+        "ingress",
+        INGRESS,
+        &["--thread", &thread, "--messages", "1"],
+    )
+    .await;
+    let cid = ids::conversation_id("example", &thread);
+    let mut fleet = Command::new(example("llm_service"))
+        .args(["--workers", "2", "--think-ms", "60000"])
+        .env("PM_URL", &svc.base)
+        .env("PM_TOKEN", LLM)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the example runs");
+    let admin = client(&svc, ADMIN);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let turn = loop {
+        let turns = admin
+            .read()
+            .turns(&TurnQuery::new().conversation_id(cid))
+            .await
+            .expect("turns");
+        if let Some(t) = turns.items.into_iter().find(|t| t.lease.is_some()) {
+            break t;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the fleet never claimed the turn"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let worker = turn
+        .lease
+        .as_ref()
+        .map(|l| l.worker.clone())
+        .unwrap_or_default();
+    assert!(worker.starts_with("llm-"), "{worker}");
+    let kill = Command::new("kill")
+        .args(["-INT", &fleet.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(kill.success());
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while fleet.try_wait().expect("wait").is_none() {
+        if Instant::now() > deadline {
+            let _ = fleet.kill();
+            panic!("the fleet did not stop on SIGINT");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let output = fleet.wait_with_output().expect("output");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}\n{stdout}", output.status);
+    assert!(
+        stdout.contains("stopping (Ctrl-C): released 1 turn(s)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("worked 0 message turns and 0 task turns"),
+        "{stdout}"
+    );
+    // Released, not expired: claimable at once, under the next epoch.
+    let llm = client(&svc, LLM);
+    let next = llm
+        .claim(
+            ClaimRequest::new()
+                .conversation_id(cid)
+                .wait(Duration::from_secs(5)),
+        )
+        .await
+        .expect("claim")
+        .expect("claimable again");
+    assert_eq!(next.turn.id, turn.id);
+    assert_eq!(Some(next.turn_epoch), turn.turn_epoch.map(|e| e + 1));
+    assert_eq!(next.turn.claims, 2);
+    svc.stop().await;
+}
+
+on_both_backends!(
+    the_three_examples_do_what_they_say,
+    the_llm_fleet_releases_its_turns_on_ctrl_c,
+);

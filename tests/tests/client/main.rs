@@ -1,7 +1,7 @@
 //! Black-box tests of `pm-client`: the client against the real service on port 0, on
 //! SQLite and on a fresh PostgreSQL database — every command and read, idempotency,
-//! read-your-writes, the log and its follower across a service restart, and the three
-//! example programs.
+//! read-your-writes, the log and its follower across a service restart, workers (claims,
+//! heartbeats, fenced commands, releases), and the three example programs.
 //!
 //! ```sh
 //! cargo test -p pm-client                # unit, wire and doc tests; builds the examples
@@ -16,14 +16,16 @@ mod support;
 mod commands;
 mod events;
 mod examples;
+mod fencing;
 mod idempotency;
 mod pages;
 mod reads;
 mod resume;
 mod sagas;
+mod workers;
 
 use futures::StreamExt;
-use pm_client::{Client, EventQuery};
+use pm_client::{ClaimRequest, Client, EventQuery};
 use pm_tests::{on_both_backends, TestDb, TestService};
 
 /// In open mode (no tokens configured) a client without a token may do everything, and
@@ -38,6 +40,10 @@ async fn a_client_without_a_token_works_in_open_mode(db: TestDb) {
     let first = first.expect("an item").expect("an event");
     let role = first.attributes.and_then(|a| a.role);
     assert_eq!(role.as_deref(), Some("open"));
+    // A worker too: the world's turns are claimable without a token.
+    let wait = std::time::Duration::from_secs(5);
+    let claimed = c.claim(ClaimRequest::new().wait(wait)).await;
+    assert!(claimed.expect("open mode claims").is_some());
     svc.stop().await;
 }
 

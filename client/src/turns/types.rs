@@ -1,0 +1,265 @@
+//! The bodies and answers of the workers' calls: [`ClaimRequest`], [`ClaimedTurn`] with
+//! its [`ClaimContext`], [`Heartbeat`], and the [`TurnFence`] a claim's writes carry.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use pm_application::views::{ConversationView, TaskDetail, TurnView};
+use pm_domain::checkpoint::ConversationCheckpointCreated;
+use pm_domain::message::MessageAdded;
+use pm_domain::saga::TurnKind;
+use reqwest::header::{HeaderMap, HeaderValue};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::millis;
+use crate::http::name;
+use crate::{Position, RawJson};
+
+/// What a claim may take and for how long: `POST /v1/turns/claim`'s body. Every field is
+/// optional; the filters narrow the turns a claim may take.
+///
+/// ```
+/// use std::time::Duration;
+/// use pm_client::{ClaimRequest, TurnKind, Uuid};
+///
+/// let request = ClaimRequest::new()
+///     .worker("llm-7")
+///     .kind(TurnKind::Conversation)
+///     .actor_id(Uuid::nil())
+///     .wait(Duration::from_secs(10))
+///     .lease(Duration::from_secs(30));
+/// assert_eq!(request.wait, Some(Duration::from_secs(10)));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClaimRequest {
+    /// Only this agent's turns.
+    pub agent_id: Option<Uuid>,
+    /// Only turns of agents acting for this actor (e.g. your assistant's `ai` actor).
+    pub actor_id: Option<Uuid>,
+    /// Only this conversation's turns.
+    pub conversation_id: Option<Uuid>,
+    /// Only turns of this kind.
+    pub kind: Option<TurnKind>,
+    /// How long the service waits for a claimable turn before answering none (a
+    /// long-poll; at most 30 s; `None`: answer at once).
+    pub wait: Option<Duration>,
+    /// The lease: how long the claim holds the turn without a heartbeat (1 s–10 min;
+    /// `None`: the service's `PM_TURN_LEASE_MS`, 30 s by default).
+    pub lease: Option<Duration>,
+    /// A name for operators, shown on the turn's lease (1–200 characters; `None`: the
+    /// caller's role).
+    pub worker: Option<String>,
+}
+
+impl ClaimRequest {
+    /// Any claimable turn, at once, with the service's lease.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Only this agent's turns.
+    #[must_use]
+    pub fn agent_id(mut self, id: Uuid) -> Self {
+        self.agent_id = Some(id);
+        self
+    }
+
+    /// Only turns of agents acting for this actor.
+    #[must_use]
+    pub fn actor_id(mut self, id: Uuid) -> Self {
+        self.actor_id = Some(id);
+        self
+    }
+
+    /// Only this conversation's turns.
+    #[must_use]
+    pub fn conversation_id(mut self, id: Uuid) -> Self {
+        self.conversation_id = Some(id);
+        self
+    }
+
+    /// Only turns of this kind.
+    #[must_use]
+    pub fn kind(mut self, kind: TurnKind) -> Self {
+        self.kind = Some(kind);
+        self
+    }
+
+    /// Waits up to `wait` for a claimable turn (a long-poll).
+    #[must_use]
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = Some(wait);
+        self
+    }
+
+    /// Holds the turn `lease` without a heartbeat.
+    #[must_use]
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = Some(lease);
+        self
+    }
+
+    /// The worker's name for operators.
+    #[must_use]
+    pub fn worker(mut self, name: impl Into<String>) -> Self {
+        self.worker = Some(name.into());
+        self
+    }
+
+    pub(crate) fn body(&self) -> ClaimBody<'_> {
+        ClaimBody {
+            agent_id: self.agent_id,
+            actor_id: self.actor_id,
+            conversation_id: self.conversation_id,
+            kind: self.kind,
+            wait_ms: self.wait.map(millis),
+            lease_ms: self.lease.map(millis),
+            worker: self.worker.as_deref(),
+        }
+    }
+}
+
+/// [`ClaimRequest`] on the wire.
+#[derive(Serialize)]
+pub(crate) struct ClaimBody<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    agent_id: Option<Uuid>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    actor_id: Option<Uuid>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    conversation_id: Option<Uuid>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kind: Option<TurnKind>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    wait_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lease_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    worker: Option<&'a str>,
+}
+
+/// A claimed turn: the turn, the claim's epoch and lease, and what the worker needs to
+/// work it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[non_exhaustive]
+pub struct ClaimedTurn {
+    /// The turn, `streaming` under this claim (its `lease` is the claim's).
+    pub turn: TurnView,
+    /// The claim's epoch, one more than any before: what fences its writes.
+    pub turn_epoch: i64,
+    /// When the lease ends unless renewed ([`Client::heartbeat`](crate::Client::heartbeat)).
+    #[serde(with = "pm_domain::time")]
+    pub lease_expires_at: DateTime<Utc>,
+    /// The worker's name as recorded.
+    pub worker: String,
+    /// What the worker needs, read once the read model had the claim.
+    pub context: ClaimContext,
+    /// The log position of the claim's `turn.claimed` (`X-Event-Position`).
+    #[serde(skip)]
+    pub position: Option<Position>,
+}
+
+impl ClaimedTurn {
+    /// The fence of this claim: its commands and reports carry it.
+    pub fn fence(&self) -> TurnFence {
+        TurnFence::new(self.turn.id, self.turn_epoch)
+    }
+}
+
+/// What a claimed turn is about, so a worker needs no other read to start.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[non_exhaustive]
+pub struct ClaimContext {
+    /// The conversation, with its latest checkpoint.
+    pub conversation: Option<ConversationView>,
+    /// The human message a `message` turn answers.
+    pub message: Option<MessageAdded>,
+    /// The `NEED_INFORMATION` checkpoint an `auto_decide` turn answers.
+    pub checkpoint: Option<ConversationCheckpointCreated>,
+    /// The task of a task turn, with its status and history.
+    pub task: Option<TaskDetail>,
+    /// The turn's tool calls with their results, as sent (empty at first).
+    #[serde(default)]
+    pub tool_calls: Vec<RawJson>,
+}
+
+/// The answer of a heartbeat: the lease's new end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[non_exhaustive]
+pub struct Heartbeat {
+    /// The claim's epoch.
+    pub turn_epoch: i64,
+    /// When the lease now ends.
+    #[serde(with = "pm_domain::time")]
+    pub lease_expires_at: DateTime<Utc>,
+}
+
+/// A claim as its writes name it: the headers `PM-Turn-Id` and `PM-Turn-Epoch`. A write
+/// carrying them is applied on behalf of that turn only while this claim holds it;
+/// otherwise the service answers `409 turn_fenced` and writes nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TurnFence {
+    /// The turn.
+    pub turn_id: Uuid,
+    /// The claim's epoch (positive).
+    pub turn_epoch: i64,
+}
+
+impl TurnFence {
+    /// The fence of the claim `turn_epoch` on `turn_id`.
+    pub fn new(turn_id: Uuid, turn_epoch: i64) -> Self {
+        Self {
+            turn_id,
+            turn_epoch,
+        }
+    }
+
+    /// Puts the two headers in `headers`.
+    pub(crate) fn apply(&self, headers: &mut HeaderMap) {
+        headers.insert(name("pm-turn-id"), self.turn_id_header());
+        headers.insert(name("pm-turn-epoch"), HeaderValue::from(self.turn_epoch));
+    }
+
+    fn turn_id_header(&self) -> HeaderValue {
+        // A hyphenated UUID is always a valid header value.
+        HeaderValue::from_str(&self.turn_id.to_string()).unwrap_or(HeaderValue::from_static(""))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_claim_request_sends_only_what_is_set_in_milliseconds() {
+        let empty = serde_json::to_string(&ClaimRequest::new().body()).expect("json");
+        assert_eq!(empty, "{}");
+        let full = ClaimRequest::new()
+            .kind(TurnKind::Task)
+            .wait(Duration::from_millis(2500))
+            .lease(Duration::from_secs(2))
+            .worker("w-1");
+        let json = serde_json::to_value(full.body()).expect("json");
+        assert_eq!(
+            json,
+            serde_json::json!({"kind": "task", "wait_ms": 2500, "lease_ms": 2000, "worker": "w-1"})
+        );
+    }
+
+    #[test]
+    fn a_fence_is_two_headers() {
+        let fence = TurnFence::new(Uuid::nil(), 7);
+        let mut headers = HeaderMap::new();
+        fence.apply(&mut headers);
+        assert_eq!(
+            headers.get("pm-turn-id").and_then(|v| v.to_str().ok()),
+            Some("00000000-0000-0000-0000-000000000000")
+        );
+        assert_eq!(
+            headers.get("pm-turn-epoch").and_then(|v| v.to_str().ok()),
+            Some("7")
+        );
+    }
+}
