@@ -203,6 +203,18 @@ async fn turn_row(state: &AppState, id: Uuid) -> Result<TurnView, ApiError> {
         .ok_or_else(|| ApiError::internal("the turn's row vanished"))
 }
 
+/// A report's turn, its claim's epoch and its body (`parse` reads the bytes).
+fn report_of<T>(
+    headers: &HeaderMap,
+    raw_id: &str,
+    body: &[u8],
+    parse: fn(&[u8]) -> Result<T, ApiError>,
+) -> Result<(Uuid, i64, T), ApiError> {
+    let id = path_uuid(raw_id, "turn_not_found", "turn")?;
+    let turn_epoch = report_epoch(headers, id)?;
+    Ok((id, turn_epoch, parse(body)?))
+}
+
 /// The claim of a report: `PM-Turn-Id` (the path's turn) and `PM-Turn-Epoch`.
 fn report_epoch(headers: &HeaderMap, id: Uuid) -> Result<i64, ApiError> {
     let invalid = |detail: &str| ApiError::new(StatusCode::BAD_REQUEST, INVALID_TURN_FENCE, detail);
@@ -344,9 +356,8 @@ pub async fn heartbeat(
     Path(id): Path<String>,
     RawBody(body): RawBody,
 ) -> Result<Json<HeartbeatAnswer>, ApiError> {
-    let id = path_uuid(&id, "turn_not_found", "turn")?;
-    let turn_epoch = report_epoch(&headers, id)?;
-    let body: HeartbeatBody = body_or_default(&body)?;
+    let (id, turn_epoch, body): (_, _, HeartbeatBody) =
+        report_of(&headers, &id, &body, body_or_default)?;
     let lease = lease(body.lease_ms, &state)?;
     let current = state.queries.sagas_unchecked().turn(id).await?;
     let until = state
@@ -392,9 +403,8 @@ pub async fn release(
     Path(id): Path<String>,
     RawBody(body): RawBody,
 ) -> Result<Response, ApiError> {
-    let id = path_uuid(&id, "turn_not_found", "turn")?;
-    let turn_epoch = report_epoch(&headers, id)?;
-    let body: ReasonBody = body_or_default(&body)?;
+    let (id, turn_epoch, body): (_, _, ReasonBody) =
+        report_of(&headers, &id, &body, body_or_default)?;
     let reason = body
         .reason
         .map_or_else(|| "released".to_string(), |r| r.as_str().to_string());
@@ -417,9 +427,7 @@ pub async fn error(
     Path(id): Path<String>,
     RawBody(body): RawBody,
 ) -> Result<Response, ApiError> {
-    let id = path_uuid(&id, "turn_not_found", "turn")?;
-    let turn_epoch = report_epoch(&headers, id)?;
-    let body: ErrorBody = parse_json(&body)?;
+    let (id, turn_epoch, body): (_, _, ErrorBody) = report_of(&headers, &id, &body, parse_json)?;
     let op = WorkerOp::Error {
         turn_epoch,
         error_type: body.error_type.as_str().to_string(),
@@ -443,9 +451,7 @@ pub async fn usage(
     Path(id): Path<String>,
     RawBody(body): RawBody,
 ) -> Result<Response, ApiError> {
-    let id = path_uuid(&id, "turn_not_found", "turn")?;
-    let turn_epoch = report_epoch(&headers, id)?;
-    let body: UsageBody = parse_json(&body)?;
+    let (id, turn_epoch, body): (_, _, UsageBody) = report_of(&headers, &id, &body, parse_json)?;
     let op = WorkerOp::Usage {
         turn_epoch,
         input_tokens: body.input_tokens,
