@@ -310,13 +310,27 @@ pub async fn claim(
     ))
 }
 
-/// What the worker of `turn` needs, read once the read model has processed the claim.
+/// What the worker of `turn` needs. The read model applies the log in order, so once it
+/// shows what caused the turn (its message, the waited-on checkpoint, its task or the task
+/// checkpoint that retried or resumed it) it shows everything before that too: the
+/// context is read at once, and only when the cause is not there yet is it read again
+/// once the read model has processed the claim (`position`).
 async fn context(
     state: &AppState,
     turn: &TurnView,
     position: Option<LogPosition>,
 ) -> Result<ClaimContext, ApiError> {
-    let read = state.queries.at(position).await?;
+    let now = read_context(state.queries.at(None).await?, turn).await?;
+    if now.shows_cause_of(turn) {
+        return Ok(now);
+    }
+    read_context(state.queries.at(position).await?, turn).await
+}
+
+async fn read_context(
+    read: &impl ReadModelStore,
+    turn: &TurnView,
+) -> Result<ClaimContext, ApiError> {
     let conversation = read.conversation(turn.conversation_id).await?;
     let (mut message, mut checkpoint, mut task) = (None, None, None);
     match &turn.input {
@@ -340,6 +354,34 @@ async fn context(
         task,
         tool_calls: Vec::new(),
     })
+}
+
+impl ClaimContext {
+    /// Whether it holds what caused `turn` (see [`context`]).
+    fn shows_cause_of(&self, turn: &TurnView) -> bool {
+        let has_task_checkpoint = |id: &Uuid| {
+            self.task
+                .as_ref()
+                .is_some_and(|t| t.checkpoints.iter().any(|c| c.checkpoint.id == *id))
+        };
+        self.conversation.is_some()
+            && match &turn.input {
+                TurnInput::Message { .. } => self.message.is_some(),
+                TurnInput::AutoDecide {
+                    checkpoint_id: Some(_),
+                } => self.checkpoint.is_some(),
+                TurnInput::AutoDecide {
+                    checkpoint_id: None,
+                } => false,
+                TurnInput::Task { .. } => self.task.is_some(),
+                TurnInput::TaskRetry {
+                    task_checkpoint_id, ..
+                }
+                | TurnInput::TaskResume {
+                    task_checkpoint_id, ..
+                } => has_task_checkpoint(task_checkpoint_id),
+            }
+    }
 }
 
 /// `POST /v1/turns/{id}/heartbeat`: the claim holds the turn `lease_ms` longer. Writes
