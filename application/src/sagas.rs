@@ -88,7 +88,7 @@ pub struct SagaWrite {
 }
 
 /// Which turns a claim may take (`POST /v1/turns/claim`'s filters).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct ClaimFilter {
     /// Only this agent's turns.
     pub agent_id: Option<Uuid>,

@@ -204,12 +204,55 @@ impl From<ControlError> for Refused {
 pub struct Workers<S> {
     engine: Arc<SagaEngine<S>>,
     bell: ClaimBell,
+    candidates: std::sync::Mutex<std::collections::HashMap<ClaimFilter, Candidates>>,
+    /// Claimants trying candidates now ([`Trying`]).
+    trying: std::sync::atomic::AtomicUsize,
 }
+
+/// Claimable turns as one look found them, shared by the claimants one ring woke (one
+/// query for all of them, not one each).
+#[derive(Debug, Clone)]
+struct Candidates {
+    /// The bell's count the look was taken after.
+    rung: u64,
+    /// When.
+    at: tokio::time::Instant,
+    /// (turn, conversation), oldest first.
+    turns: Arc<Vec<(Uuid, Uuid)>>,
+}
+
+/// Counts the claimants trying candidates at once.
+struct Trying<'c> {
+    count: &'c std::sync::atomic::AtomicUsize,
+    /// How many were trying when this one began.
+    others: usize,
+}
+
+impl<'c> Trying<'c> {
+    fn new(count: &'c std::sync::atomic::AtomicUsize) -> Self {
+        let others = count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Self { count, others }
+    }
+}
+
+impl Drop for Trying<'_> {
+    fn drop(&mut self) {
+        self.count.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// How long a shared look stays good (a claimant woken by a later ring looks again).
+const SHARED_LOOK: Duration = Duration::from_millis(100);
 
 impl<S: SagaStore> Workers<S> {
     /// Workers over `engine`, waking on `bell`.
     pub fn new(engine: Arc<SagaEngine<S>>, bell: ClaimBell) -> Self {
-        Self { engine, bell }
+        Self {
+            engine,
+            bell,
+            candidates: std::sync::Mutex::new(std::collections::HashMap::new()),
+            trying: std::sync::atomic::AtomicUsize::new(0),
+        }
     }
 
     /// The bell waiting claimants wake on.
@@ -237,8 +280,8 @@ impl<S: SagaStore> Workers<S> {
             Some(self.bell.enter().await)
         };
         loop {
-            bell.borrow_and_update();
-            if let Some(claimed) = self.try_claim(request, metadata).await? {
+            let rung = *bell.borrow_and_update();
+            if let Some(claimed) = self.try_claim(request, metadata, rung).await? {
                 metrics::counter!("pm_turn_claims_total").increment(1);
                 return Ok(Some(claimed));
             }
@@ -253,18 +296,71 @@ impl<S: SagaStore> Workers<S> {
         }
     }
 
-    /// One pass over the candidates.
+    /// One pass over the candidates: a look shared with the claimants the same ring (`rung`)
+    /// woke, each starting at another candidate so that they do not all race for the
+    /// oldest; when a shared look yields nothing, one look of its own.
     async fn try_claim(
         &self,
         request: &ClaimRequest,
         metadata: &EventMetadata,
+        rung: u64,
     ) -> Result<Option<Claimed>, AppError> {
-        let candidates = self
-            .engine
-            .store()
-            .claimable(&request.filter, CANDIDATES)
-            .await?;
-        for (turn_id, conversation) in candidates {
+        if let Some(shared) = self.shared_look(&request.filter, rung) {
+            if let Some(claimed) = self.claim_one(request, metadata, &shared).await? {
+                return Ok(Some(claimed));
+            }
+        }
+        let turns = Arc::new(
+            self.engine
+                .store()
+                .claimable(&request.filter, CANDIDATES)
+                .await?,
+        );
+        self.lock_candidates().insert(
+            request.filter.clone(),
+            Candidates {
+                rung,
+                at: tokio::time::Instant::now(),
+                turns: turns.clone(),
+            },
+        );
+        self.claim_one(request, metadata, &turns).await
+    }
+
+    fn lock_candidates(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<ClaimFilter, Candidates>> {
+        self.candidates
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The shared look for `filter` taken after ring `rung`, while it is fresh.
+    fn shared_look(&self, filter: &ClaimFilter, rung: u64) -> Option<Arc<Vec<(Uuid, Uuid)>>> {
+        let mut looks = self.lock_candidates();
+        looks.retain(|_, c| c.at.elapsed() < SHARED_LOOK);
+        looks
+            .get(filter)
+            .filter(|c| c.rung >= rung)
+            .map(|c| c.turns.clone())
+    }
+
+    /// Claims the first of `turns` that is still claimable: the oldest for a claimant on
+    /// its own; with others trying at the same time, each starts one further down, so
+    /// that they do not all race for the oldest.
+    async fn claim_one(
+        &self,
+        request: &ClaimRequest,
+        metadata: &EventMetadata,
+        turns: &[(Uuid, Uuid)],
+    ) -> Result<Option<Claimed>, AppError> {
+        if turns.is_empty() {
+            return Ok(None);
+        }
+        let _trying = Trying::new(&self.trying);
+        let start = _trying.others % turns.len();
+        let rotated = turns[start..].iter().chain(&turns[..start]);
+        for &(turn_id, conversation) in rotated {
             let op = WorkerOp::Claim {
                 worker: request.worker.clone(),
                 lease: request.lease,
