@@ -7,6 +7,12 @@
 #   C=32 T=20s MIXES="messages task-checkpoints" bench/run.sh
 #   BIN=/path/to/other/build bench/run.sh          # binaries built elsewhere (an A/B against
 #                                                  # another commit), not built here
+#   MIX=workers bench/run.sh                       # that mix alone (no keyless or lag runs)
+#   MIX=workers STORE=sqlite bench/run.sh          # on a fresh SQLite file (no raw INSERT rate)
+#
+# The `workers` mix (issue 15) runs C workers over CONVERSATIONS conversations (default
+# 2×C) twice: at its peak turn-cycle rate, then rate-limited at half of it (two reports);
+# WORKERS_ARGS adds pm-bench options to it (e.g. "--checkpoint need-information").
 #
 # Commands carry an Idempotency-Key (pm-client's default); the mixes of KEYLESS (default
 # messages and task-checkpoints) run a second time without one (--no-idempotency-keys).
@@ -19,12 +25,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 C=${C:-32}; T=${T:-10s}; SUBSCRIBERS=${SUBSCRIBERS:-100}
 FANOUT=${FANOUT:-1000}; RATE_LIGHT=${RATE_LIGHT:-20}
-MIXES=${MIXES-"messages task-checkpoints ingest llm mixed"}
+MIXES=${MIXES-"messages task-checkpoints ingest llm mixed workers"}
 KEYLESS=${KEYLESS-"messages task-checkpoints"}
 PG=${PG:-postgres://postgres@127.0.0.1:5432}
 PORT=${PORT:-18090}
 OUT=${OUT:-bench/results.jsonl}
 BIN=${BIN:-}
+MIX=${MIX:-}; STORE=${STORE:-postgres}; DB=${DB:-pm_bench_svc}
+CONVERSATIONS=${CONVERSATIONS:-}; WORKERS_ARGS=${WORKERS_ARGS:-}
 
 if [ -z "$BIN" ]; then
   cargo build --release -q -p project-manager --bin project-manager -p pm-bench --bin pm-bench
@@ -35,23 +43,43 @@ fi
 # bench MIX [pm-bench options…]: one run on a fresh database; appends its report to $OUT.
 bench() {
   local mix=$1; shift
-  psql -q "$PG/postgres" -c "DROP DATABASE IF EXISTS pm_bench_svc" -c "CREATE DATABASE pm_bench_svc"
-  DATABASE_URL="$PG/pm_bench_svc" PM_BIND="127.0.0.1:$PORT" RUST_LOG=warn \
+  local url raw=() dir=
+  if [ "$STORE" = sqlite ]; then
+    dir=$(mktemp -d); url="sqlite://$dir/pm.db"
+  else
+    psql -q "$PG/postgres" -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB"
+    url="$PG/$DB"; raw=(--database-url "$url")
+  fi
+  local extra=()
+  if [ "$mix" = workers ]; then
+    [ -n "$CONVERSATIONS" ] && extra+=(--conversations "$CONVERSATIONS")
+    # shellcheck disable=SC2206
+    extra+=($WORKERS_ARGS)
+  fi
+  DATABASE_URL="$url" PM_BIND="127.0.0.1:$PORT" RUST_LOG=warn \
     "$BIN/project-manager" & local pid=$!
   for _ in $(seq 1 50); do curl -sf "http://127.0.0.1:$PORT/readyz" >/dev/null && break; sleep 0.2; done
-  "$BIN/pm-bench" --url "http://127.0.0.1:$PORT" --database-url "$PG/pm_bench_svc" \
-    --mix "$mix" --concurrency "$C" --duration "$T" --pid "$pid" --json "$@" | tee -a "$OUT"
+  local rc=0
+  "$BIN/pm-bench" --url "http://127.0.0.1:$PORT" "${raw[@]}" \
+    --mix "$mix" --concurrency "$C" --duration "$T" --pid "$pid" --json "${extra[@]}" "$@" \
+    | tee -a "$OUT" || rc=$?
   kill -TERM "$pid"; wait "$pid" || true
+  if [ -n "$dir" ]; then rm -rf "$dir"; fi
+  return "$rc"
 }
 
-for mix in $MIXES; do bench "$mix"; done
-for mix in $KEYLESS; do bench "$mix" --no-idempotency-keys; done
-messages=$(python3 -c 'import json,sys; print(next((json.loads(l)["commands_per_s"] for l in open(sys.argv[1]) if json.loads(l)["mix"]=="messages"), 1000))' "$OUT")
-half=$(python3 -c "print(round($messages / 2, 1))")
-bench messages --rate "$half" --subscribers "$SUBSCRIBERS"
-bench messages --rate "$RATE_LIGHT"
-bench messages --rate "$RATE_LIGHT" --subscribers "$FANOUT"
-psql -q "$PG/postgres" -c "DROP DATABASE IF EXISTS pm_bench_svc"
+if [ -n "$MIX" ]; then
+  bench "$MIX"
+else
+  for mix in $MIXES; do bench "$mix"; done
+  for mix in $KEYLESS; do bench "$mix" --no-idempotency-keys; done
+  messages=$(python3 -c 'import json,sys; print(next((json.loads(l)["commands_per_s"] for l in open(sys.argv[1]) if json.loads(l)["mix"]=="messages"), 1000))' "$OUT")
+  half=$(python3 -c "print(round($messages / 2, 1))")
+  bench messages --rate "$half" --subscribers "$SUBSCRIBERS"
+  bench messages --rate "$RATE_LIGHT"
+  bench messages --rate "$RATE_LIGHT" --subscribers "$FANOUT"
+fi
+[ "$STORE" = sqlite ] || psql -q "$PG/postgres" -c "DROP DATABASE IF EXISTS $DB"
 
 python3 - "$OUT" <<'PY'
 import json, sys
@@ -60,6 +88,9 @@ print("\n| mix | keys | commands/s | queries/s | raw INSERT/s | % of raw | laten
 print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for r in rows:
     s = r.get("service") or {}
+    w = r.get("workers")
+    if w:
+        r = dict(r, mix=f'workers ({w["phase"]})')
     pct = f'{100 * r["ratio"]:.1f}' if r.get("ratio") else "-"
     sse = f'{r["sse_delivery_ms"]["p50"]} / {r["sse_delivery_ms"]["p99"]} ({r["subscribers"]})' if r["subscribers"] else "-"
     keys = "yes" if r.get("idempotency_keys", True) else "no"
@@ -67,4 +98,17 @@ for r in rows:
           f'| {r["latency_ms"]["p50"]} / {r["latency_ms"]["p99"]} | {r["projection_lag_ms"]["p50"]} / {r["projection_lag_ms"]["p99"]} '
           f'| {r["saga_lag_ms"]["p50"]} / {r["saga_lag_ms"]["p99"]} | {sse} | {sum(r["errors"].values())} '
           f'| {s.get("peak_rss_mib", "-")} | {s.get("cpu_percent", "-")} |')
+w = [r for r in rows if r.get("workers")]
+if w:
+    print("\n| workers phase | workers / conversations | turn cycles/s (aimed) | message->claim p50 / p99 ms | answered->claim p50 / p99 ms | cycle p50 / p99 ms | claim p50 / p99 ms | commands/s | raw INSERT/s | % of raw | saga lag p50 / p99 ms | lost | errors | target (p99 < 50 ms at half peak) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in w:
+        x = r["workers"]
+        pct = f'{100 * r["ratio"]:.1f}' if r.get("ratio") else "-"
+        aim = f' ({x["target_cycles_per_s"]})' if x.get("target_cycles_per_s") else ""
+        met = {True: "met", False: "MISSED", None: "-"}[x.get("target_met")]
+        pp = lambda k: f'{x[k]["p50"]} / {x[k]["p99"]}'
+        print(f'| {x["phase"]} | {x["workers"]} / {x["conversations"]} | {x["cycles_per_s"]}{aim} | {pp("message_to_claim_ms")} '
+              f'| {pp("ack_to_claim_ms")} | {pp("cycle_ms")} | {pp("claim_ms")} | {r["commands_per_s"]} | {r["raw_inserts_per_s"]} | {pct} '
+              f'| {r["saga_lag_ms"]["p50"]} / {r["saga_lag_ms"]["p99"]} | {x["lost_turns"]} | {sum(r["errors"].values())} | {met} |')
 PY

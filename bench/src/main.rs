@@ -12,12 +12,17 @@
 //! The raw baseline runs first, alone, for the same duration and concurrency (see
 //! [`raw`]); then the load. A progress line goes to stderr every second; the report to
 //! stdout (one JSON object with `--json`).
+//!
+//! The `workers` mix (see [`workers`]) runs `--concurrency` workers over
+//! `--conversations` conversations twice without `--rate`: at its peak, then at half of
+//! the peak's turn cycles/s; two reports (two JSON lines), the raw rate measured once.
 
 mod mix;
 mod probes;
 mod process;
 mod raw;
 mod stats;
+mod workers;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -69,9 +74,22 @@ struct Args {
     /// derived ids.
     #[arg(long)]
     no_idempotency_keys: bool,
-    /// Print one JSON object instead of the text report.
+    /// Print one JSON object instead of the text report (one per phase: `workers`).
     #[arg(long)]
     json: bool,
+    /// `workers`: conversations, each with at most one human message in flight
+    /// (default: twice `--concurrency`). `--rate` is then turn cycles/s.
+    #[arg(long)]
+    conversations: Option<usize>,
+    /// `workers`: the claim's `wait_ms` (long-poll).
+    #[arg(long, default_value_t = 1000)]
+    wait_ms: u64,
+    /// `workers`: the claim's `lease_ms`.
+    #[arg(long, default_value_t = 30_000)]
+    lease_ms: u64,
+    /// `workers`: the conversation checkpoint that completes each turn.
+    #[arg(long, value_enum, default_value = "begin-work")]
+    checkpoint: workers::Checkpoint,
 }
 
 fn parse_duration(raw: &str) -> Result<Duration, String> {
@@ -115,6 +133,9 @@ struct Report {
     sse_delivery_ms: Percentiles,
     errors: BTreeMap<String, u64>,
     service: Option<process::Usage>,
+    /// The `workers` mix's figures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    workers: Option<workers::Figures>,
 }
 
 fn client(args: &Args) -> Result<Client, pm_client::Error> {
@@ -153,26 +174,75 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     eprintln!("setting up the bench world at {}", args.url);
     let world = mix::world(&c).await?;
-    let head: Position = c
-        .add_message(world.conversation, mix::message(world.ai, None))
-        .await?
-        .position
-        .ok_or("the service answered a command without X-Event-Position")?;
-    let report = load(&args, &c, &world, head, raw).await?;
-    if args.json {
-        println!("{}", serde_json::to_string(&report)?);
+    if args.mix != Mix::Workers {
+        let head = log_head(&c, &world).await?;
+        let report = load(&args, &c, &world, head, raw, args.rate, None).await?;
+        return emit(&args, &report);
+    }
+    let n = args.conversations.unwrap_or(2 * args.concurrency);
+    eprintln!("setting up {n} conversations of a person and the AI");
+    let conversations = workers::setup(&c, world.ai, n).await?;
+    let phase = if args.rate > 0.0 {
+        workers::Phase::Rate
     } else {
-        print_text(&report);
+        workers::Phase::Peak
+    };
+    let turns = Some((conversations.as_slice(), phase));
+    let head = log_head(&c, &world).await?;
+    let report = load(&args, &c, &world, head, raw, args.rate, turns).await?;
+    emit(&args, &report)?;
+    if phase == workers::Phase::Peak {
+        let half = report
+            .workers
+            .as_ref()
+            .map_or(0.0, |w| w.cycles_per_s / 2.0);
+        if half <= 0.0 {
+            return Err("no turn cycle completed at the peak: no half-peak run".into());
+        }
+        eprintln!("half of the peak: {half:.1} turn cycles/s");
+        let turns = Some((conversations.as_slice(), workers::Phase::HalfPeak));
+        let head = log_head(&c, &world).await?;
+        let report = load(&args, &c, &world, head, raw, half, turns).await?;
+        emit(&args, &report)?;
     }
     Ok(())
 }
 
+/// The log's head now: the position of a message posted for it.
+async fn log_head(c: &Client, world: &mix::World) -> Result<Position, Box<dyn std::error::Error>> {
+    Ok(
+        c.add_message(world.conversation, mix::message(world.ai, None))
+            .await?
+            .position
+            .ok_or("the service answered a command without X-Event-Position")?,
+    )
+}
+
+fn emit(args: &Args, report: &Report) -> Result<(), Box<dyn std::error::Error>> {
+    if args.json {
+        println!("{}", serde_json::to_string(report)?);
+    } else {
+        print_text(report);
+    }
+    Ok(())
+}
+
+/// What drives the load: the mix's workers, or the `workers` mix's ingress and workers.
+enum Driver {
+    Steps(Vec<tokio::task::JoinHandle<Tally>>),
+    Turns(tokio::task::JoinHandle<workers::Outcome>),
+}
+
+/// One run of `rate` (0: as fast as it goes); `turns`: the `workers` mix's conversations
+/// and phase.
 async fn load(
     args: &Args,
     c: &Client,
     world: &mix::World,
     head: Position,
     raw: Option<f64>,
+    rate: f64,
+    turns: Option<(&[workers::Conversation], workers::Phase)>,
 ) -> Result<Report, Box<dyn std::error::Error>> {
     let stop = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicU64::new(0));
@@ -200,45 +270,26 @@ async fn load(
             stop.clone(),
         ))
     });
+    let settings = workers::Settings {
+        workers: args.concurrency,
+        wait_ms: args.wait_ms,
+        lease_ms: args.lease_ms,
+        checkpoint: args.checkpoint,
+    };
     let started = Instant::now();
-    let workers: Vec<_> = (0..args.concurrency)
-        .map(|i| {
-            let (c, world, stop, done, failed) = (
-                c.clone(),
-                world.clone(),
-                stop.clone(),
-                done.clone(),
-                failed.clone(),
-            );
-            let role = args.mix.role(i);
-            let n = args.concurrency as f64;
-            let every = (args.rate > 0.0)
-                .then(|| Duration::from_secs_f64(args.concurrency as f64 / args.rate));
-            tokio::spawn(async move {
-                let mut tally = Tally::default();
-                let mut worker = Worker::default();
-                let mut pace = every.map(|every| {
-                    let offset = every.mul_f64(i as f64 / n);
-                    let mut t =
-                        tokio::time::interval_at(tokio::time::Instant::now() + offset, every);
-                    t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                    t
-                });
-                while !stop.load(Ordering::Relaxed) {
-                    if let Some(t) = pace.as_mut() {
-                        t.tick().await;
-                    }
-                    if worker.step(i, role, &c, &world, &mut tally).await {
-                        done.fetch_add(1, Ordering::Relaxed);
-                    } else {
-                        failed.fetch_add(1, Ordering::Relaxed);
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                    }
-                }
-                tally
-            })
-        })
-        .collect();
+    let driver = match turns {
+        Some((conversations, _)) => Driver::Turns(tokio::spawn(workers::drive(
+            c.clone(),
+            settings.clone(),
+            conversations.to_vec(),
+            world.ai,
+            rate,
+            stop.clone(),
+            done.clone(),
+            failed.clone(),
+        ))),
+        None => Driver::Steps(steps(args, c, world, rate, &stop, &done, &failed)),
+    };
     let interactive = std::io::IsTerminal::is_terminal(&std::io::stderr());
     while started.elapsed() < args.duration {
         tokio::time::sleep(Duration::from_secs(1).min(args.duration)).await;
@@ -264,10 +315,21 @@ async fn load(
     if interactive {
         eprintln!();
     }
-    let mut tally = Tally::default();
-    for w in workers {
-        tally.merge(w.await?);
-    }
+    let (tally, figures) = match driver {
+        Driver::Steps(steps) => {
+            let mut tally = Tally::default();
+            for w in steps {
+                tally.merge(w.await?);
+            }
+            (tally, None)
+        }
+        Driver::Turns(run) => {
+            let outcome = run.await?;
+            let (conversations, phase) = turns.unwrap_or((&[], workers::Phase::Peak));
+            let figures = outcome.figures(&settings, conversations.len(), phase, rate, elapsed);
+            (outcome.tally, Some(figures))
+        }
+    };
     let lag = lag.await?;
     let (saga, missed) = sagas.await?;
     let sse = match subs {
@@ -301,7 +363,92 @@ async fn load(
         sse_delivery_ms: sse.percentiles(),
         errors: tally.errors,
         service,
+        workers: figures,
     })
+}
+
+/// The workers of a role-driven mix, each sending its role's next request until `stop`,
+/// together at most `rate` requests/s (0: as fast as the service answers).
+fn steps(
+    args: &Args,
+    c: &Client,
+    world: &mix::World,
+    rate: f64,
+    stop: &Arc<AtomicBool>,
+    done: &Arc<AtomicU64>,
+    failed: &Arc<AtomicU64>,
+) -> Vec<tokio::task::JoinHandle<Tally>> {
+    (0..args.concurrency)
+        .map(|i| {
+            let (c, world, stop, done, failed) = (
+                c.clone(),
+                world.clone(),
+                stop.clone(),
+                done.clone(),
+                failed.clone(),
+            );
+            let role = args.mix.role(i);
+            let n = args.concurrency as f64;
+            let every =
+                (rate > 0.0).then(|| Duration::from_secs_f64(args.concurrency as f64 / rate));
+            tokio::spawn(async move {
+                let mut tally = Tally::default();
+                let mut worker = Worker::default();
+                let mut pace = every.map(|every| {
+                    let offset = every.mul_f64(i as f64 / n);
+                    let mut t =
+                        tokio::time::interval_at(tokio::time::Instant::now() + offset, every);
+                    t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                    t
+                });
+                while !stop.load(Ordering::Relaxed) {
+                    if let Some(t) = pace.as_mut() {
+                        t.tick().await;
+                    }
+                    if worker.step(i, role, &c, &world, &mut tally).await {
+                        done.fetch_add(1, Ordering::Relaxed);
+                    } else {
+                        failed.fetch_add(1, Ordering::Relaxed);
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                }
+                tally
+            })
+        })
+        .collect()
+}
+
+fn print_workers(w: &workers::Figures, p: &dyn Fn(&Percentiles) -> String) {
+    let aim = w
+        .target_cycles_per_s
+        .map_or_else(String::new, |t| format!(" (aiming at {t}/s)"));
+    println!(
+        "workers: {:?}, {} workers, {} conversations, {:?} checkpoints",
+        w.phase, w.workers, w.conversations, w.checkpoint_type
+    );
+    println!("turn cycles: {} = {}/s{aim}", w.cycles, w.cycles_per_s);
+    println!("  message -> claim: {}", p(&w.message_to_claim_ms));
+    println!("  message answered -> claim: {}", p(&w.ack_to_claim_ms));
+    println!(
+        "  cycle (message -> checkpoint answered): {}",
+        p(&w.cycle_ms)
+    );
+    println!("  claim: {}", p(&w.claim_ms));
+    println!("  human message: {}", p(&w.human_message_ms));
+    println!("  fenced AI message: {}", p(&w.fenced_message_ms));
+    println!("  fenced checkpoint: {}", p(&w.fenced_checkpoint_ms));
+    println!(
+        "  claims {} (+{} empty long-polls), foreign turns {}, lost turns {}",
+        w.claims, w.empty_claims, w.foreign_turns, w.lost_turns
+    );
+    if let Some(met) = w.target_met {
+        println!(
+            "target: message -> claim p99 < {} ms at half of the peak: {} (p99 {} ms)",
+            workers::TARGET_P99_MS,
+            if met { "met" } else { "MISSED" },
+            w.message_to_claim_ms.p99
+        );
+    }
 }
 
 fn print_text(r: &Report) {
@@ -321,6 +468,9 @@ fn print_text(r: &Report) {
         r.commands_per_s,
         p(&r.latency_ms)
     );
+    if let Some(w) = &r.workers {
+        print_workers(w, &p);
+    }
     if r.queries > 0 {
         println!(
             "queries: {} = {}/s   latency {}",

@@ -12,6 +12,8 @@
 //! - `read`: what an analyst reads — a conversation, a page of tasks, a page of messages,
 //!   a task with its history, the task statistics.
 //! - `mixed`: of every four workers two ingest, one works as the LLM service, one reads.
+//! - `workers`: people's messages become turns that workers claim and answer, fenced
+//!   (its own driver: see [`crate::workers`]).
 //!
 //! Every mix works on a [`World`] made first: the AI actor, a conversation of it alone, a
 //! `BEGIN_WORK` checkpoint and 64 tasks under it.
@@ -44,6 +46,8 @@ pub enum Mix {
     Read,
     /// Ingest, LLM and reads together (2:1:1).
     Mixed,
+    /// Human messages; workers claim each turn and answer it, fenced.
+    Workers,
 }
 
 /// What one worker does.
@@ -75,6 +79,8 @@ impl Mix {
                 2 => Role::Llm,
                 _ => Role::Read,
             },
+            // Not driven by roles (see `crate::workers`); what its ingress sends.
+            Mix::Workers => Role::Ingest,
         }
     }
 }
@@ -117,10 +123,16 @@ impl Tally {
         }
     }
 
-    fn fail(&mut self, e: &Error) {
+    /// Counts a failure by its status (`"transport"` without one).
+    pub fn fail(&mut self, e: &Error) {
         let key = e
             .status()
             .map_or_else(|| "transport".into(), |s| s.to_string());
+        self.fail_with(key);
+    }
+
+    /// Counts a failure under `key`.
+    pub fn fail_with(&mut self, key: String) {
         *self.errors.entry(key).or_default() += 1;
     }
 
