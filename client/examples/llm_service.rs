@@ -158,10 +158,12 @@ async fn main() -> Result<()> {
         // Every loop ended: the budget is spent (or a worker failed for good).
         () = async { while loops.join_next().await.is_some() {} } => "done".to_string(),
     };
-    // Stop every worker's claims first, so no worker claims a turn another releases.
+    // Stop every worker's claims first (and let the claims in flight answer), so no
+    // worker claims a turn another releases.
     for worker in &fleet {
         worker.close();
     }
+    futures::future::join_all(fleet.iter().map(Worker::settle)).await;
     let mut released = 0;
     for worker in &fleet {
         released += worker.shutdown().await;

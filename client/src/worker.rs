@@ -246,9 +246,7 @@ impl Worker {
     /// turns were released; failures are logged (their leases expire instead).
     pub async fn shutdown(&self) -> usize {
         self.close();
-        // A claim in flight may answer with a turn: wait for it (a little) to release it.
-        let mut in_flight = self.inner.in_flight.subscribe();
-        let _ = tokio::time::timeout(CLAIM_GRACE, in_flight.wait_for(|n| *n == 0)).await;
+        self.settle().await;
         let leases: Vec<Arc<Lease>> = self.held().drain(..).filter_map(|l| l.upgrade()).collect();
         self.kept().clear();
         let releases = leases.iter().map(|l| release(l, "worker_shutdown"));
@@ -257,6 +255,15 @@ impl Worker {
             .into_iter()
             .filter(|released| *released)
             .count()
+    }
+
+    /// Waits (briefly) until the claims in flight when the worker closed have answered: a
+    /// turn one brings is kept for [`shutdown`](Worker::shutdown) to release. A fleet
+    /// closes and settles every worker before it shuts any down, so that no worker's
+    /// still-open long-poll claims a turn another one just released.
+    pub async fn settle(&self) {
+        let mut in_flight = self.inner.in_flight.subscribe();
+        let _ = tokio::time::timeout(CLAIM_GRACE, in_flight.wait_for(|n| *n == 0)).await;
     }
 
     /// Whether [`close`](Worker::close) or [`shutdown`](Worker::shutdown) was called.
