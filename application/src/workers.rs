@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use pm_domain::saga::{ControlError, Lease, TurnState, TurnView as SagaTurn, WorkerOp};
+use pm_domain::saga::{ControlError, FenceCheck, Fenced, Lease, TurnView as SagaTurn, WorkerOp};
 use tokio::sync::watch;
 use uuid::Uuid;
 
@@ -399,47 +399,38 @@ impl<S: SagaStore> Workers<S> {
         Ok(done.map(|d| d.position).map_err(Refused::from))
     }
 
-    /// A heartbeat: the claim of `turn_epoch` holds `turn_id` until `now + lease`.
-    /// `current` is the turn's row, to say why a refused heartbeat is refused.
+    /// A heartbeat: the claim of `turn_epoch` holds `turn_id` until `now + lease`; `None`
+    /// when that claim no longer holds it (the caller says why: [`why_fenced`]). Writes
+    /// no rune and reads nothing else.
     ///
     /// # Errors
-    /// `Ok(Err(Refused))` when the claim no longer holds the turn; [`AppError`] from the
-    /// store.
+    /// [`AppError`] from the store.
     pub async fn heartbeat(
         &self,
         turn_id: Uuid,
         turn_epoch: i64,
         lease: chrono::Duration,
-        current: Option<&TurnView>,
-    ) -> Result<Result<DateTime<Utc>, Refused>, AppError> {
+    ) -> Result<Option<DateTime<Utc>>, AppError> {
         let now = self.engine.clock().now();
-        let Some(turn) = current else {
-            return Ok(Err(Refused::TurnNotFound));
-        };
-        let renewed = self
-            .engine
+        self.engine
             .store()
             .renew_lease(turn_id, turn_epoch, now + lease, now)
-            .await?;
-        Ok(renewed.ok_or_else(|| Refused::Conflict {
-            code: pm_domain::saga::TURN_FENCED,
-            detail: why_fenced(turn, turn_epoch),
-        }))
+            .await
     }
 }
 
-/// Why the claim of `turn_epoch` does not hold `turn` (as its row shows it).
+/// Why the claim of `turn_epoch` does not hold `turn` (as its row shows it): the domain's
+/// fencing rule on the row's fields.
 pub fn why_fenced(turn: &TurnView, turn_epoch: i64) -> String {
-    let current = turn.turn_epoch.unwrap_or(0);
-    if turn.state.is_terminal() {
-        format!("the turn ended ({})", turn.state)
-    } else if turn_epoch < current {
-        format!("turn_epoch {turn_epoch} is stale: the turn is claimed under epoch {current}")
-    } else if turn_epoch > current {
-        format!("turn_epoch {turn_epoch} was never claimed (the turn is at epoch {current})")
-    } else if turn.state == TurnState::ToolExecuting {
-        "the turn is suspended (tool_executing)".into()
-    } else {
-        format!("the lease of epoch {turn_epoch} ended (expired or released): claim the turn again")
+    let check = FenceCheck {
+        state: turn.state,
+        turn_epoch: turn.turn_epoch,
+        claims: turn.claims,
+        lease_epoch: turn.lease.as_ref().map(|l| l.turn_epoch),
+    };
+    match check.check(turn_epoch) {
+        Err(why) => why.to_string(),
+        // The row shows the claim holding the turn, but its lease was not live.
+        Ok(()) => Fenced::LeaseEnded { given: turn_epoch }.to_string(),
     }
 }

@@ -47,7 +47,7 @@ pub use rune::turn::{TurnInput, TurnRune};
 pub use rune::{Instance, Recorded, Rune, SagaAnomaly};
 pub use sagas::Sagas;
 pub use session::{fcmp_edge, Session, BUDGET_EXHAUSTED};
-pub use turn::{Fenced, Lease, Turn};
+pub use turn::{FenceCheck, Fenced, Lease, Turn};
 pub use types::{
     AgentRole, AgentState, ConversationState, HeadStatus, PlanState, PlanTaskStatus, SessionState,
     TurnKind, TurnState, Verdict,

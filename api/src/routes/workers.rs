@@ -12,7 +12,7 @@ use pm_application::log::LogPosition;
 use pm_application::queries::{ReadModelStore, SagaReadStore};
 use pm_application::sagas::ClaimFilter;
 use pm_application::views::{ConversationView, TaskDetail, TurnView};
-use pm_application::workers::{ClaimRequest, Refused};
+use pm_application::workers::{why_fenced, ClaimRequest, Refused};
 use pm_domain::checkpoint::ConversationCheckpointCreated;
 use pm_domain::message::MessageAdded;
 use pm_domain::saga::{TurnInput, TurnKind, WorkerOp};
@@ -401,12 +401,17 @@ pub async fn heartbeat(
     let (id, turn_epoch, body): (_, _, HeartbeatBody) =
         report_of(&headers, &id, &body, body_or_default)?;
     let lease = lease(body.lease_ms, &state)?;
-    let current = state.queries.sagas_unchecked().turn(id).await?;
-    let until = state
-        .workers
-        .heartbeat(id, turn_epoch, lease, current.as_ref())
-        .await?
-        .map_err(|e| refused(e, id))?;
+    let Some(until) = state.workers.heartbeat(id, turn_epoch, lease).await? else {
+        // Refused: only now is the turn read, to say why.
+        let why = match state.queries.sagas_unchecked().turn(id).await? {
+            None => Refused::TurnNotFound,
+            Some(turn) => Refused::Conflict {
+                code: pm_domain::saga::TURN_FENCED,
+                detail: why_fenced(&turn, turn_epoch),
+            },
+        };
+        return Err(refused(why, id));
+    };
     Ok(Json(HeartbeatAnswer {
         turn_epoch,
         lease_expires_at: until,

@@ -50,6 +50,58 @@ pub struct Lease {
     pub lease_expires_at: chrono::DateTime<chrono::Utc>,
 }
 
+/// What says whether a claim holds a turn: the turn's state, epoch, claims and the epoch
+/// of the lease that holds it. The one rule of WORKERS.md's fencing, used on the machine
+/// ([`Turn::fence`]), on a turn's row (a refused heartbeat's reason) and on the stored
+/// lease (a fenced command's append).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FenceCheck {
+    /// The turn's state.
+    pub state: TurnState,
+    /// Its epoch (`None` before its dispatch).
+    pub turn_epoch: Option<i64>,
+    /// How many times it was claimed.
+    pub claims: u32,
+    /// The epoch of the lease holding it, if one does.
+    pub lease_epoch: Option<i64>,
+}
+
+impl FenceCheck {
+    /// Whether the claim of `turn_epoch` holds the turn.
+    ///
+    /// # Errors
+    /// [`Fenced`] saying why not.
+    pub fn check(&self, turn_epoch: i64) -> Result<(), Fenced> {
+        let current = self.turn_epoch.unwrap_or(0);
+        let state = self.state;
+        if state.is_terminal() {
+            return Err(Fenced::Ended(state));
+        }
+        if turn_epoch < current {
+            return Err(Fenced::NewerEpoch {
+                given: turn_epoch,
+                current,
+            });
+        }
+        if turn_epoch > current {
+            return Err(Fenced::UnknownEpoch {
+                given: turn_epoch,
+                current,
+            });
+        }
+        if state == TurnState::ToolExecuting {
+            return Err(Fenced::Suspended);
+        }
+        if self.claims == 0 {
+            return Err(Fenced::NotClaimed(state));
+        }
+        match self.lease_epoch {
+            Some(epoch) if epoch == turn_epoch && state == TurnState::Streaming => Ok(()),
+            _ => Err(Fenced::LeaseEnded { given: turn_epoch }),
+        }
+    }
+}
+
 /// Why a command or report fenced by (turn, epoch) is refused: WORKERS.md's `409
 /// turn_fenced`, with its detail.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -71,7 +123,7 @@ pub enum Fenced {
         current: i64,
     },
     /// The claim's lease expired or was released.
-    #[error("the lease of epoch {given} ended (expired or released): claim the turn again")]
+    #[error("the lease of epoch {given} ended (expired, released, or with its turn)")]
     LeaseEnded {
         /// The epoch the caller sent.
         given: i64,
@@ -195,35 +247,13 @@ impl Turn {
     /// # Errors
     /// [`Fenced`] saying why not.
     pub fn fence(&self, turn_epoch: i64) -> Result<(), Fenced> {
-        let current = self.turn_epoch.unwrap_or(0);
-        let state = self.state.unwrap_or(TurnState::Queued);
-        if state.is_terminal() {
-            return Err(Fenced::Ended(state));
+        FenceCheck {
+            state: self.state.unwrap_or(TurnState::Queued),
+            turn_epoch: self.turn_epoch,
+            claims: self.claims,
+            lease_epoch: self.lease.as_ref().map(|l| l.turn_epoch),
         }
-        if turn_epoch < current {
-            return Err(Fenced::NewerEpoch {
-                given: turn_epoch,
-                current,
-            });
-        }
-        if turn_epoch > current {
-            return Err(Fenced::UnknownEpoch {
-                given: turn_epoch,
-                current,
-            });
-        }
-        if state == TurnState::ToolExecuting {
-            return Err(Fenced::Suspended);
-        }
-        if self.claims == 0 {
-            return Err(Fenced::NotClaimed(state));
-        }
-        match &self.lease {
-            Some(lease) if lease.turn_epoch == turn_epoch && state == TurnState::Streaming => {
-                Ok(())
-            }
-            _ => Err(Fenced::LeaseEnded { given: turn_epoch }),
-        }
+        .check(turn_epoch)
     }
     /// The state's name, `none` before `turn.queued`.
     pub fn state_name(&self) -> String {

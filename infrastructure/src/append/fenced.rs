@@ -11,16 +11,17 @@ use chrono::{DateTime, Utc};
 use pm_application::bus::{AppendFailure, Ending, Fence};
 use pm_application::idempotency::IdempotencyKey;
 use pm_application::log::LogPosition;
+use pm_domain::saga::{FenceCheck, Fenced, TurnState};
 use uuid::Uuid;
 
 use super::NewEvent;
 use crate::db::{Args, Tx};
 use crate::Database;
 
-/// The turn's kind, task and conversation (`$1` turn).
+/// The turn's kind, task, conversation, and what its fencing is decided on (`$1` turn).
 const TURN: &str =
     "SELECT kind, task_id::text AS task_id, conversation_id::text AS conversation_id, \
-     state FROM saga_turns WHERE id = $1::uuid";
+     state, turn_epoch, claims::bigint AS claims FROM saga_turns WHERE id = $1::uuid";
 
 /// The turn's lease row (`$1` turn), locked on PostgreSQL.
 const LEASE: &str = "SELECT epoch, due_at FROM saga_deadlines \
@@ -91,22 +92,31 @@ async fn check(tx: &mut Tx, rows: &[NewEvent], fence: &Fence) -> Result<bool, Ap
         .await
         .map_err(classify)?;
     let state = turn.string("state").map_err(read)?;
-    let given = fence.turn.turn_epoch;
-    let Some(lease) = lease else {
-        return Err(AppendFailure::Fenced(format!(
-            "turn {turn_id} is {state} and no claim holds it (its lease expired, was released \
-             or ended with the turn; epoch {given} no longer acts for it)"
-        )));
+    let check = FenceCheck {
+        state: TurnState::parse(&state)
+            .ok_or_else(|| AppendFailure::Other(format!("turn {turn_id} in state {state}")))?,
+        turn_epoch: turn.opt_int("turn_epoch").map_err(read)?,
+        claims: u32::try_from(turn.int("claims").map_err(read)?).unwrap_or(u32::MAX),
+        // The stored lease is the authority (its row goes with an expiry, a release, an
+        // interrupt or a command that ended the turn, before the turn's row shows it).
+        lease_epoch: lease
+            .as_ref()
+            .map(|l| l.int("epoch"))
+            .transpose()
+            .map_err(read)?,
     };
-    let epoch = lease.int("epoch").map_err(read)?;
-    let due_at: DateTime<Utc> = lease.time("due_at").map_err(read)?;
-    if epoch != given {
-        return Err(AppendFailure::Fenced(if given < epoch {
-            format!("turn_epoch {given} is stale: the turn is claimed under epoch {epoch}")
-        } else {
-            format!("turn_epoch {given} was never claimed (the turn is at epoch {epoch})")
-        }));
-    }
+    let given = fence.turn.turn_epoch;
+    check
+        .check(given)
+        .map_err(|why| AppendFailure::Fenced(format!("turn {turn_id}: {why}")))?;
+    let due_at: DateTime<Utc> = match &lease {
+        Some(lease) => lease.time("due_at").map_err(read)?,
+        None => {
+            return Err(AppendFailure::Fenced(
+                Fenced::LeaseEnded { given }.to_string(),
+            ))
+        }
+    };
     if due_at <= fence.now {
         return Err(AppendFailure::Fenced(format!(
             "the lease of epoch {given} expired at {}",
