@@ -13,7 +13,6 @@ use pm_application::queries::{AgentFilter, AnomalyFilter, SagaReadStore, TurnFil
 use pm_application::sagas::ControlTarget;
 use pm_application::views::{AgentView, AnomalyView, List, Page, SessionView, TurnView};
 use pm_domain::saga::{AgentState, Control, ControlError, TurnState};
-use pm_domain::text::Label;
 use pm_infrastructure::sagas::SagaReads;
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
@@ -21,6 +20,7 @@ use uuid::Uuid;
 
 use super::commands::EVENT_POSITION;
 use super::queries::{page_request, uuid_param, ListParams};
+use super::workers::ReasonBody;
 use crate::error::{invalid_position, ApiError};
 use crate::extract::{parse_json, path_uuid, ApiQuery, Ctx, RawBody};
 use crate::state::AppState;
@@ -65,15 +65,6 @@ pub struct AnomalyParams {
     /// Anomalies of this conversation.
     #[param(value_type = Option<uuid::Uuid>)]
     pub conversation_id: Option<String>,
-}
-
-/// The body of `POST /v1/sessions/{id}/pause` (optional).
-#[derive(Debug, Default, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PauseBody {
-    /// Recorded in `session.paused` (default `operator`).
-    #[schema(value_type = Option<String>, max_length = 1024)]
-    pub reason: Option<Label>,
 }
 
 /// The saga rows, once the saga processor has processed `min_position` (up to 5 s).
@@ -306,7 +297,7 @@ async fn session_control(
 /// `POST /v1/sessions/{conversation_id}/pause`: `active → paused` (no turn is dispatched
 /// while paused). Body optional: `{"reason": "…"}`.
 #[utoipa::path(post, path = "/v1/sessions/{conversation_id}/pause", tag = "sagas",
-    params(("conversation_id" = Uuid, Path)), request_body(content = Option<PauseBody>, content_type = "application/json"),
+    params(("conversation_id" = Uuid, Path)), request_body(content = Option<ReasonBody>, content_type = "application/json"),
     responses((status = 200, body = SessionView, description = "The paused session"),
               (status = 404, body = crate::error::Problem), (status = 409, body = crate::error::Problem,
                description = "The session is not active (`session_transition_not_allowed`).")))]
@@ -316,8 +307,8 @@ pub async fn pause(
     Path(id): Path<String>,
     RawBody(body): RawBody,
 ) -> Result<Response, ApiError> {
-    let body: PauseBody = if body.iter().all(u8::is_ascii_whitespace) {
-        PauseBody::default()
+    let body: ReasonBody = if body.iter().all(u8::is_ascii_whitespace) {
+        ReasonBody::default()
     } else {
         parse_json(&body)?
     };

@@ -106,11 +106,13 @@ pub struct HeartbeatAnswer {
     pub lease_expires_at: DateTime<Utc>,
 }
 
-/// The body of `POST /v1/turns/{id}/release` and `…/interrupt` (optional).
+/// The optional body `{"reason": …}` of the controls that record one:
+/// `POST /v1/turns/{id}/release`, `…/interrupt`, `POST /v1/sessions/{id}/pause`.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReasonBody {
-    /// Recorded in the rune (default `released` / `operator`).
+    /// Recorded in the rune (default `released`, or `operator` for an interrupt or a
+    /// pause).
     #[schema(value_type = Option<String>, max_length = 1024)]
     pub reason: Option<Label>,
 }
