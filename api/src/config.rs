@@ -102,6 +102,16 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(1..))]
     pub session_token_budget: Option<u64>,
 
+    /// Seconds a tool call waits for an approver before it times out (`tool.result`
+    /// `timeout`, reason `approval_timeout`).
+    #[arg(long, env = "PM_TOOL_APPROVAL_TIMEOUT_SECS", default_value_t = 300)]
+    pub tool_approval_timeout_secs: u64,
+
+    /// Seconds a tool call may execute when the worker gave it no `timeout_ms` (then
+    /// `tool.result` `timeout`, reason `execution_timeout`).
+    #[arg(long, env = "PM_TOOL_TIMEOUT_SECS", default_value_t = 600)]
+    pub tool_timeout_secs: u64,
+
     /// Claims of one turn that may expire before the turn ends in `turn.error`
     /// (`lease_expired`).
     #[arg(long, env = "PM_TURN_MAX_CLAIMS", default_value_t = 3,
@@ -251,6 +261,8 @@ impl Config {
             error_threshold: self.session_error_threshold,
             max_claims: self.turn_max_claims,
             token_budget: self.session_token_budget,
+            tool_approval_timeout: seconds(self.tool_approval_timeout_secs),
+            tool_timeout: seconds(self.tool_timeout_secs),
         }
     }
 
@@ -274,6 +286,11 @@ impl Config {
         let sagas = [
             ("PM_SESSION_TIMEOUT_SECS", self.session_timeout_secs),
             ("PM_TURN_TIMEOUT_SECS", self.turn_timeout_secs),
+            (
+                "PM_TOOL_APPROVAL_TIMEOUT_SECS",
+                self.tool_approval_timeout_secs,
+            ),
+            ("PM_TOOL_TIMEOUT_SECS", self.tool_timeout_secs),
             (
                 "PM_SESSION_ERROR_THRESHOLD",
                 u64::from(self.session_error_threshold),

@@ -11,6 +11,7 @@ pub mod ops;
 pub mod queries;
 pub mod sagas;
 pub mod table;
+pub mod tools;
 pub mod workers;
 
 use std::time::Instant;

@@ -5,7 +5,7 @@
 
 mod sagas;
 
-pub use sagas::{AgentFilter, AnomalyFilter, SagaReadStore, TurnFilter};
+pub use sagas::{AgentFilter, AnomalyFilter, SagaReadStore, ToolCallFilter, TurnFilter};
 
 use std::future::Future;
 use std::time::{Duration, Instant};

@@ -31,7 +31,7 @@ use std::future::Future;
 use chrono::{DateTime, Utc};
 use pm_domain::saga::{
     AgentView as SagaAgent, Deadline, DeadlineOp, LeaseHeld, Recorded, SessionView as SagaSession,
-    TurnView as SagaTurn,
+    ToolCallView as SagaToolCall, TurnView as SagaTurn,
 };
 use pm_domain::types::ActorKind;
 use uuid::Uuid;
@@ -85,6 +85,8 @@ pub struct SagaWrite {
     pub agents: Vec<(SagaAgent, DateTime<Utc>)>,
     /// Turn rows to upsert.
     pub turns: Vec<(SagaTurn, DateTime<Utc>)>,
+    /// Tool call rows to upsert.
+    pub tool_calls: Vec<(SagaToolCall, DateTime<Utc>)>,
 }
 
 /// Which turns a claim may take (`POST /v1/turns/claim`'s filters).

@@ -18,7 +18,8 @@ pub use processor::{
     ParkedEvent, ProcessorLag, ProcessorRecord, ProcessorReport, ReplicaView, RunnerView,
 };
 pub use saga::{
-    AgentView, AnomalyInstance, AnomalyView, LeaseView, SessionSnapshot, SessionView, TurnView,
+    AgentView, AnomalyInstance, AnomalyView, LeaseView, SessionSnapshot, SessionView, ToolCallView,
+    ToolResultView, TurnView,
 };
 pub use stats::{CycleTime, GroupKey, StatsGroup, TaskStats, TaskStatsGroup, TaskStatsView};
 pub use task::{TaskCheckpointView, TaskDetail, TaskView};

@@ -179,6 +179,9 @@ pub enum Refused {
     /// No such turn (`404 turn_not_found`).
     #[error("turn not found")]
     TurnNotFound,
+    /// The turn has no such call (`404 tool_call_not_found`).
+    #[error("the turn has no tool call {0}")]
+    ToolCallNotFound(String),
     /// `409` with the code (`turn_fenced`, `turn_transition_not_allowed`) and why.
     #[error("{code}: {detail}")]
     Conflict {
@@ -193,6 +196,7 @@ impl From<ControlError> for Refused {
     fn from(e: ControlError) -> Self {
         match e {
             ControlError::NotAllowed { code, detail } => Self::Conflict { code, detail },
+            ControlError::ToolCallNotFound(call_id) => Self::ToolCallNotFound(call_id),
             ControlError::TurnNotFound
             | ControlError::SessionNotFound
             | ControlError::AgentNotFound => Self::TurnNotFound,

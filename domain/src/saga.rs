@@ -10,6 +10,7 @@
 //! | [`Agent`] | `agent` | [`ids::agent_id`] | [`AgentRune`] |
 //! | [`Turn`] | `turn` | [`ids::turn_id`] | [`TurnRune`] |
 //! | [`Plan`] | `plan` | the conversation id | [`PlanRune`] |
+//! | [`ToolCall`] | `tool_call` | [`ids::tool_call_id`] | [`ToolRune`] |
 //!
 //! Each aggregate's command is [`Record`]: a list of runes it accepts only when every one
 //! is an edge of its machine ([`Machine::check`]), so every recorded transition is a
@@ -29,6 +30,7 @@ mod plan;
 pub mod rune;
 mod sagas;
 mod session;
+mod tool;
 mod turn;
 mod types;
 mod view;
@@ -36,23 +38,27 @@ mod view;
 pub use agent::Agent;
 pub use deadline::{Deadline, DeadlineKind, DeadlineOp, LeaseHeld, Outcome};
 pub use input::{
-    Control, ControlError, Input, WorkerOp, AGENT_TRANSITION_NOT_ALLOWED,
-    SESSION_TRANSITION_NOT_ALLOWED, TURN_FENCED, TURN_NOT_CLAIMABLE, TURN_TRANSITION_NOT_ALLOWED,
+    Control, ControlError, Input, NewToolCall, ToolOp, WorkerOp, AGENT_TRANSITION_NOT_ALLOWED,
+    SESSION_TRANSITION_NOT_ALLOWED, TOOL_CALL_EXISTS, TOOL_CALL_NOT_AWAITING_APPROVAL,
+    TOOL_CALL_NOT_EXECUTING, TOOL_CALL_TERMINAL, TURN_FENCED, TURN_NOT_CLAIMABLE,
+    TURN_TRANSITION_NOT_ALLOWED,
 };
 pub use plan::{plan_edge_triggers, Plan, PlanTask};
 pub use rune::agent::{AgentRune, InboxChange};
 pub use rune::plan::PlanRune;
 pub use rune::session::SessionRune;
+pub use rune::tool::ToolRune;
 pub use rune::turn::{TurnInput, TurnRune};
 pub use rune::{Instance, Recorded, Rune, SagaAnomaly};
 pub use sagas::Sagas;
 pub use session::{fcmp_edge, Session, BUDGET_EXHAUSTED};
+pub use tool::ToolCall;
 pub use turn::{FenceCheck, Fenced, Lease, Turn};
 pub use types::{
     AgentRole, AgentState, ConversationState, HeadStatus, PlanState, PlanTaskStatus, SessionState,
-    TurnKind, TurnState, Verdict,
+    ToolCallState, ToolStatus, ToolStream, TurnKind, TurnState, Verdict,
 };
-pub use view::{AgentView, SessionView, TurnView};
+pub use view::{AgentView, SessionView, ToolCallView, ToolResultView, TurnView};
 
 /// `Aggregate::TYPE` of [`Session`].
 pub const SESSION_TYPE: &str = "session";
@@ -62,6 +68,8 @@ pub const AGENT_TYPE: &str = "agent";
 pub const TURN_TYPE: &str = "turn";
 /// `Aggregate::TYPE` of [`Plan`].
 pub const PLAN_TYPE: &str = "plan";
+/// `Aggregate::TYPE` of [`ToolCall`].
+pub const TOOL_CALL_TYPE: &str = "tool_call";
 
 /// The settings the machines decide with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,6 +87,11 @@ pub struct SagaConfig {
     pub max_claims: u32,
     /// Each new session's token budget (`PM_SESSION_TOKEN_BUDGET`); `None`: unlimited.
     pub token_budget: Option<u64>,
+    /// How long a tool call waits for an approver (`PM_TOOL_APPROVAL_TIMEOUT_SECS`).
+    pub tool_approval_timeout: chrono::Duration,
+    /// How long a tool call may execute unless it gave its own `timeout_ms`
+    /// (`PM_TOOL_TIMEOUT_SECS`).
+    pub tool_timeout: chrono::Duration,
 }
 
 impl Default for SagaConfig {
@@ -90,6 +103,8 @@ impl Default for SagaConfig {
             error_threshold: 3,
             max_claims: 3,
             token_budget: None,
+            tool_approval_timeout: chrono::Duration::seconds(300),
+            tool_timeout: chrono::Duration::seconds(600),
         }
     }
 }
@@ -156,6 +171,19 @@ pub struct Record<R>(pub Vec<R>);
 /// Implements `cqrs_es::Aggregate` and [`crate::PmAggregate`] for a [`Machine`].
 macro_rules! saga_aggregate {
     ($agg:ty, $rune:ty, $type:expr) => {
+        $crate::saga::saga_aggregate!($agg, $rune, $type, no_conversation);
+        impl $crate::PmAggregate for $agg {
+            /// Saga instances are written by their processor, never answered as a created
+            /// entity of a command: there is no creation fact to answer with.
+            fn creation(&self) -> Option<$rune> {
+                None
+            }
+            fn conversation_id(&self) -> Option<uuid::Uuid> {
+                self.conversation_id
+            }
+        }
+    };
+    ($agg:ty, $rune:ty, $type:expr, no_conversation) => {
         impl cqrs_es::Aggregate for $agg {
             const TYPE: &'static str = $type;
             type Command = $crate::saga::Record<$rune>;
@@ -182,17 +210,6 @@ macro_rules! saga_aggregate {
 
             fn apply(&mut self, rune: $rune) {
                 $crate::saga::Machine::fold(self, rune);
-            }
-        }
-
-        impl $crate::PmAggregate for $agg {
-            /// Saga instances are written by their processor, never answered as a created
-            /// entity of a command: there is no creation fact to answer with.
-            fn creation(&self) -> Option<$rune> {
-                None
-            }
-            fn conversation_id(&self) -> Option<uuid::Uuid> {
-                self.conversation_id
             }
         }
     };

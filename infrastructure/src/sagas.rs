@@ -2,13 +2,14 @@
 //! [`SagaStore`](pm_application::sagas::SagaStore) port.
 //!
 //! - **Runes** are events of the event store (aggregate types `session`, `agent`,
-//!   `turn`, `plan`), so they are on the global log with the facts.
+//!   `turn`, `plan`, `tool_call`), so they are on the global log with the facts.
 //! - **Versions** (`saga_conversations`): each conversation's count of saga transactions,
 //!   the compare-and-set that lets writers of different conversations commit in parallel.
-//! - **Read rows** (`saga_sessions`, `saga_agents`, `saga_turns`, `saga_anomalies`) and
-//!   **deadlines** (`saga_deadlines`) are written in the transaction that appends the
-//!   runes they derive from ([`commit`]); the views `sessions`, `agents`, `turns`,
-//!   `anomalies` and `deadlines` are the analysts' SQL schema (docs/READ_MODEL.md).
+//! - **Read rows** (`saga_sessions`, `saga_agents`, `saga_turns`, `saga_tool_calls`,
+//!   `saga_anomalies`) and **deadlines** (`saga_deadlines`) are written in the transaction
+//!   that appends the runes they derive from ([`commit`]); the views `sessions`, `agents`,
+//!   `turns`, `tool_calls`, `anomalies` and `deadlines` are the analysts' SQL schema
+//!   (docs/READ_MODEL.md).
 //! - [`load`]: a conversation's runes, actors' kinds, due deadlines, sessions to recover.
 //! - [`query`]: the API's reads of the saga rows.
 //! - [`leases`]: workers' leases (claimable turns, heartbeats, the leases a write holds).

@@ -68,7 +68,7 @@ pub struct AnomalyParams {
 }
 
 /// The saga rows, once the saga processor has processed `min_position` (up to 5 s).
-async fn sagas_at<'s>(
+pub(super) async fn sagas_at<'s>(
     state: &'s AppState,
     min_position: &Option<String>,
 ) -> Result<&'s SagaReads, ApiError> {
@@ -92,7 +92,7 @@ fn not_found<T>(value: Option<T>, code: &'static str, what: &str, id: Uuid) -> R
     })
 }
 
-fn state_param<T>(
+pub(super) fn state_param<T>(
     raw: &Option<String>,
     parse: fn(&str) -> Option<T>,
     all: &[&str],
@@ -159,7 +159,9 @@ async fn run_control<T: serde::Serialize>(
         ControlError::NotAllowed { code, detail } => {
             ApiError::new(StatusCode::CONFLICT, code, detail)
         }
-        ControlError::TurnNotFound => ApiError::internal("a control named no turn"),
+        ControlError::TurnNotFound | ControlError::ToolCallNotFound(_) => {
+            ApiError::internal("a control named no turn or tool call")
+        }
     })?;
     let body = read(state.queries.sagas_unchecked())
         .await?

@@ -6,7 +6,7 @@ use axum::http::Method;
 use axum::routing::{get, post, MethodRouter};
 
 use super::access::{Access, INGRESS, INGRESS_LLM, LLM};
-use super::{admin, commands, events, ops, queries, sagas, workers};
+use super::{admin, commands, events, ops, queries, sagas, tools, workers};
 use crate::state::AppState;
 
 /// One endpoint.
@@ -212,6 +212,43 @@ pub fn endpoints() -> Vec<Endpoint> {
             Admin,
             post(workers::interrupt),
         ),
+        ep(
+            M::POST,
+            "/v1/turns/{id}/tool-calls",
+            Call(LLM),
+            post(tools::report_calls),
+        ),
+        ep(
+            M::GET,
+            "/v1/turns/{turn_id}/tool-calls/{call_id}",
+            Read,
+            get(tools::call),
+        ),
+        ep(
+            M::POST,
+            "/v1/turns/{turn_id}/tool-calls/{call_id}/approve",
+            Call(INGRESS),
+            post(tools::approve),
+        ),
+        ep(
+            M::POST,
+            "/v1/turns/{turn_id}/tool-calls/{call_id}/deny",
+            Call(INGRESS),
+            post(tools::deny),
+        ),
+        ep(
+            M::POST,
+            "/v1/turns/{turn_id}/tool-calls/{call_id}/progress",
+            Call(LLM),
+            post(tools::progress),
+        ),
+        ep(
+            M::POST,
+            "/v1/turns/{turn_id}/tool-calls/{call_id}/result",
+            Call(LLM),
+            post(tools::result),
+        ),
+        ep(M::GET, "/v1/tool-calls", Read, get(tools::tool_calls)),
         ep(M::GET, "/v1/anomalies", Read, get(sagas::anomalies)),
         ep(M::GET, "/v1/events", Read, get(events::events)),
         ep(M::GET, "/healthz", Open, get(ops::healthz)),

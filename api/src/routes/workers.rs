@@ -11,7 +11,7 @@ use pm_application::bus::EventMetadata;
 use pm_application::log::LogPosition;
 use pm_application::queries::{ReadModelStore, SagaReadStore};
 use pm_application::sagas::ClaimFilter;
-use pm_application::views::{ConversationView, TaskDetail, TurnView};
+use pm_application::views::{ConversationView, TaskDetail, ToolCallView, TurnView};
 use pm_application::workers::{why_fenced, ClaimRequest, Refused};
 use pm_domain::checkpoint::ConversationCheckpointCreated;
 use pm_domain::message::MessageAdded;
@@ -65,9 +65,9 @@ pub struct ClaimContext {
     pub checkpoint: Option<ConversationCheckpointCreated>,
     /// The task of a task turn, with its status and history.
     pub task: Option<TaskDetail>,
-    /// The turn's tool calls with their results (empty until tools are reported).
-    #[schema(value_type = Vec<Object>)]
-    pub tool_calls: Vec<serde_json::Value>,
+    /// The turn's tool calls with their results (empty until it reports some): after a
+    /// suspension, what the resumed turn continues from.
+    pub tool_calls: Vec<ToolCallView>,
 }
 
 /// `200` of `POST /v1/turns/claim`.
@@ -139,7 +139,9 @@ pub struct UsageBody {
     pub output_tokens: u64,
 }
 
-fn body_or_default<T: serde::de::DeserializeOwned + Default>(body: &[u8]) -> Result<T, ApiError> {
+pub(super) fn body_or_default<T: serde::de::DeserializeOwned + Default>(
+    body: &[u8],
+) -> Result<T, ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         Ok(T::default())
     } else {
@@ -147,7 +149,7 @@ fn body_or_default<T: serde::de::DeserializeOwned + Default>(body: &[u8]) -> Res
     }
 }
 
-fn metadata(ctx: &Ctx, what: &str, state: &AppState) -> EventMetadata {
+pub(super) fn metadata(ctx: &Ctx, what: &str, state: &AppState) -> EventMetadata {
     EventMetadata {
         correlation_id: ctx.0.correlation_id.clone(),
         causation_id: Some(
@@ -177,26 +179,31 @@ fn lease(ms: Option<u64>, state: &AppState) -> Result<chrono::Duration, ApiError
     Ok(chrono::Duration::milliseconds(ms as i64))
 }
 
-fn with_position(mut response: Response, position: Option<LogPosition>) -> Response {
+pub(super) fn with_position(mut response: Response, position: Option<LogPosition>) -> Response {
     if let Some(v) = position.and_then(|p| HeaderValue::from_str(&p.to_string()).ok()) {
         response.headers_mut().insert(EVENT_POSITION, v);
     }
     response
 }
 
-fn refused(e: Refused, id: Uuid) -> ApiError {
+pub(super) fn refused(e: Refused, id: Uuid) -> ApiError {
     match e {
         Refused::TurnNotFound => ApiError::new(
             StatusCode::NOT_FOUND,
             "turn_not_found",
             format!("turn {id} does not exist"),
         ),
+        Refused::ToolCallNotFound(call_id) => ApiError::new(
+            StatusCode::NOT_FOUND,
+            "tool_call_not_found",
+            format!("turn {id} has no tool call {call_id}"),
+        ),
         Refused::Conflict { code, detail } => ApiError::new(StatusCode::CONFLICT, code, detail),
     }
 }
 
 /// The turn's row as the saga processor committed it.
-async fn turn_row(state: &AppState, id: Uuid) -> Result<TurnView, ApiError> {
+pub(super) async fn turn_row(state: &AppState, id: Uuid) -> Result<TurnView, ApiError> {
     state
         .queries
         .sagas_unchecked()
@@ -206,7 +213,7 @@ async fn turn_row(state: &AppState, id: Uuid) -> Result<TurnView, ApiError> {
 }
 
 /// A report's turn, its claim's epoch and its body (`parse` reads the bytes).
-fn report_of<T>(
+pub(super) fn report_of<T>(
     headers: &HeaderMap,
     raw_id: &str,
     body: &[u8],
@@ -354,7 +361,7 @@ async fn read_context(
         message,
         checkpoint,
         task,
-        tool_calls: Vec::new(),
+        tool_calls: turn.tool_calls.clone(),
     })
 }
 

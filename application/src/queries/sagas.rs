@@ -2,10 +2,12 @@
 
 use std::future::Future;
 
-use pm_domain::saga::{AgentState, TurnState};
+use pm_domain::saga::{AgentState, ToolCallState, TurnState};
 use uuid::Uuid;
 
-use crate::views::{AgentView, AnomalyView, Page, PageRequest, SessionView, TurnView};
+use crate::views::{
+    AgentView, AnomalyView, Page, PageRequest, SessionView, ToolCallView, TurnView,
+};
 use crate::AppError;
 
 /// Filters of `GET /v1/agents`.
@@ -30,6 +32,17 @@ pub struct TurnFilter {
     pub task_id: Option<Uuid>,
     /// Turns in this state.
     pub state: Option<TurnState>,
+}
+
+/// Filters of `GET /v1/tool-calls`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolCallFilter {
+    /// Calls in this state (approvers: `awaiting_approval`; executors: `executing`).
+    pub state: Option<ToolCallState>,
+    /// Calls of this conversation's turns.
+    pub conversation_id: Option<Uuid>,
+    /// Calls of this turn.
+    pub turn_id: Option<Uuid>,
 }
 
 /// Filters of `GET /v1/anomalies`.
@@ -63,8 +76,14 @@ pub trait SagaReadStore: Send + Sync + 'static {
         filter: &TurnFilter,
         page: &PageRequest,
     ) -> impl Future<Output = Result<Page<TurnView>, AppError>> + Send;
-    /// One turn.
+    /// One turn, with its tool calls.
     fn turn(&self, id: Uuid) -> impl Future<Output = Result<Option<TurnView>, AppError>> + Send;
+    /// Tool calls matching `filter`, oldest first.
+    fn tool_calls(
+        &self,
+        filter: &ToolCallFilter,
+        page: &PageRequest,
+    ) -> impl Future<Output = Result<Page<ToolCallView>, AppError>> + Send;
     /// Anomalies matching `filter`, oldest first.
     fn anomalies(
         &self,

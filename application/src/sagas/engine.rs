@@ -729,7 +729,7 @@ fn record(
     write.leases.extend(outcome.leases);
 }
 
-/// Adds the session, agent and turn rows that `write`'s runes changed, at the time of the
+/// Adds the session, agent, turn and tool call rows that `write`'s runes changed, at the time of the
 /// conversation's last rune.
 fn rows(held: &BTreeMap<Uuid, Held>, write: &mut SagaWrite) {
     for (conversation, slot) in held {
@@ -760,6 +760,9 @@ fn rows(held: &BTreeMap<Uuid, Held>, write: &mut SagaWrite) {
             match instance {
                 Instance::Agent(id) => write.agents.extend(sagas.agent_view(id).map(|a| (a, time))),
                 Instance::Turn(id) => write.turns.extend(sagas.turn_view(id).map(|t| (t, time))),
+                Instance::ToolCall(id) => write
+                    .tool_calls
+                    .extend(sagas.tool_call_view(id).map(|c| (c, time))),
                 Instance::Session(_) | Instance::Plan(_) => {}
             }
         }

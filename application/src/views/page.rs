@@ -20,6 +20,8 @@ pub enum List {
     Turns,
     /// Anomalies, by `created_at`.
     Anomalies,
+    /// Tool calls, by `created_at`.
+    ToolCalls,
 }
 
 /// The position after the last item of a page: its list, sort key and id.

@@ -4,8 +4,8 @@
 
 use chrono::{DateTime, Utc};
 use pm_domain::saga::{
-    AgentRole, AgentState, ConversationState, HeadStatus, SessionState, TurnInput, TurnKind,
-    TurnState,
+    AgentRole, AgentState, ConversationState, HeadStatus, SessionState, ToolCallState, ToolStatus,
+    TurnInput, TurnKind, TurnState,
 };
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -117,12 +117,69 @@ pub struct TurnView {
     pub input_tokens: u64,
     /// Completion tokens its workers reported, summed.
     pub output_tokens: u64,
+    /// Its tool calls (WORKERS.md "Tools") with their results, in the order it reported
+    /// them. (Read as empty from a service that predates tools.)
+    #[serde(default)]
+    pub tool_calls: Vec<ToolCallView>,
     /// When it was queued.
     #[serde(with = "pm_domain::time")]
     pub created_at: DateTime<Utc>,
     /// When it last changed.
     #[serde(with = "pm_domain::time")]
     pub updated_at: DateTime<Utc>,
+}
+
+/// A tool call a worker reported on a turn (`GET /v1/tool-calls`, a turn's `tool_calls`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ToolCallView {
+    /// The worker's id of the call, unique within its turn: the `{call_id}` of
+    /// `/v1/turns/{turn_id}/tool-calls/{call_id}/…`.
+    pub call_id: String,
+    /// Its turn.
+    pub turn_id: Uuid,
+    /// The turn's conversation.
+    pub conversation_id: Uuid,
+    /// The tool.
+    pub tool_name: String,
+    /// Its arguments, as the worker sent them.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub arguments: serde_json::Value,
+    /// `awaiting_approval`, `executing`, or how it ended: `success`, `error`, `timeout`,
+    /// `cancelled`, `denied`.
+    pub state: ToolCallState,
+    /// Whether it needs (or needed) an approver.
+    pub requires_approval: bool,
+    /// Why the worker's policy asks a person.
+    pub policy_reason: Option<String>,
+    /// Who approved it.
+    pub approver: Option<String>,
+    /// Its own execution timeout in milliseconds; null: `PM_TOOL_TIMEOUT_SECS`.
+    pub timeout_ms: Option<u64>,
+    /// Its one result (`tool.result`); null while it is open.
+    pub result: Option<ToolResultView>,
+    /// When it was reported (log time of `tool.call`).
+    #[serde(with = "pm_domain::time")]
+    pub created_at: DateTime<Utc>,
+    /// When it last changed.
+    #[serde(with = "pm_domain::time")]
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A tool call's result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ToolResultView {
+    /// `success`, `error`, `timeout`, `cancelled` or `denied`.
+    pub status: ToolStatus,
+    /// The tool's answer, as the executor reported it.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub output: Option<serde_json::Value>,
+    /// What went wrong, as the executor reported it.
+    pub error: Option<String>,
+    /// Why the service ended the call: the denial's reason, `approval_timeout`,
+    /// `execution_timeout`, `resume_deadline`, or the reason its turn ended.
+    pub reason: Option<String>,
 }
 
 /// A worker's claim on a turn.
@@ -142,7 +199,7 @@ pub struct LeaseView {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AnomalyInstance {
-    /// `session`, `agent`, `turn` or `plan`.
+    /// `session`, `agent`, `turn`, `plan` or `tool_call`.
     pub aggregate_type: String,
     /// The instance's id.
     pub id: Uuid,

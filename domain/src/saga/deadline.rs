@@ -17,6 +17,14 @@ wire_enum! {
         /// A worker's claim of a turn (WORKERS.md, L0 §8); epoch = the claim's `turn_epoch`.
         /// A heartbeat moves its `due_at` (no rune); firing it fences the claim off.
         TurnLease = "turn_lease",
+        /// A tool call waits for its approver (`PM_TOOL_APPROVAL_TIMEOUT_SECS`); on a
+        /// `tool_call` instance, epoch 0: it acts only while the call awaits approval.
+        ToolApproval = "tool_approval",
+        /// A tool call executes (its `timeout_ms`, or `PM_TOOL_TIMEOUT_SECS`); on a
+        /// `tool_call` instance, epoch 0: it acts only while the call executes.
+        ToolExecution = "tool_execution",
+        /// A batch's `resume_deadline` (L0 §3.6); on the turn, epoch = the batch's number.
+        ToolResume = "tool_resume",
     }
 }
 

@@ -8,6 +8,7 @@ use uuid::Uuid;
 use super::rune::agent::AgentRune;
 use super::rune::plan::PlanRune;
 use super::rune::session::{SessionRune, StateChanged};
+use super::rune::tool::ToolRune;
 use super::rune::turn::TurnRune;
 use super::rune::{Instance, Recorded, Rune, SagaAnomaly};
 use super::types::{ConversationState, SessionState};
@@ -23,6 +24,7 @@ mod facts;
 mod plan;
 mod task;
 mod timers;
+mod tools;
 mod turns;
 mod worker;
 
@@ -121,6 +123,10 @@ impl Step<'_> {
         self.emit(Instance::Plan(self.conv), Rune::Plan(rune));
     }
 
+    fn tool(&mut self, call: Uuid, rune: ToolRune) {
+        self.emit(Instance::ToolCall(call), Rune::Tool(rune));
+    }
+
     /// Records `saga.anomaly` on `instance`: `fact` had no edge there.
     fn anomaly(&mut self, instance: Instance, fact: &str, reason: String) {
         let rune = self.anomaly_of(instance, fact, reason);
@@ -139,6 +145,7 @@ impl Step<'_> {
             Instance::Agent(_) => Rune::Agent(AgentRune::Anomaly(payload)),
             Instance::Turn(_) => Rune::Turn(TurnRune::Anomaly(payload)),
             Instance::Plan(_) => Rune::Plan(PlanRune::Anomaly(payload)),
+            Instance::ToolCall(_) => Rune::Tool(ToolRune::Anomaly(payload)),
         }
     }
 
@@ -156,6 +163,11 @@ impl Step<'_> {
                 .get(&id)
                 .map_or_else(none, |t| t.state_name()),
             Instance::Plan(_) => self.s.plan().map_or_else(none, |p| p.state_name()),
+            Instance::ToolCall(id) => self
+                .s
+                .tool_calls()
+                .get(&id)
+                .map_or_else(none, |c| c.state_name()),
         }
     }
 

@@ -23,6 +23,12 @@ pub fn turn_id(agent_id: Uuid, cause: &TurnCause) -> Uuid {
     v5(&format!("turn\n{agent_id}\n{}", cause.as_key()))
 }
 
+/// `v5("tool_call\n{turn_id}\n{call_id}")`: the instance of a worker's call, so a report
+/// naming (turn, `call_id`) finds its stream without a lookup.
+pub fn tool_call_id(turn_id: Uuid, call_id: &str) -> Uuid {
+    v5(&format!("tool_call\n{turn_id}\n{call_id}"))
+}
+
 /// `v5("plan\n{conversation_id}")`.
 pub fn plan_id(conversation_id: Uuid) -> Uuid {
     v5(&format!("plan\n{conversation_id}"))

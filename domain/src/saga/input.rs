@@ -82,6 +82,72 @@ pub enum WorkerOp {
         /// Recorded in `turn.interrupted`.
         reason: String,
     },
+    /// `POST /v1/turns/{id}/tool-calls`: the turn waits for these calls (L0 `suspended`);
+    /// the worker's lease ends.
+    ToolCalls {
+        /// The claim's epoch.
+        turn_epoch: i64,
+        /// The batch, in the worker's order (1 to 64, `call_id`s unique).
+        calls: Vec<NewToolCall>,
+        /// L0 `resume_deadline`: every call still open then times out.
+        resume_deadline: Option<chrono::Duration>,
+    },
+    /// A request on one call (`/v1/turns/{id}/tool-calls/{call_id}/…`): keyed by the
+    /// turn and `call_id`, not fenced (the approver and the executor are not the worker).
+    Tool {
+        /// The worker's id of the call.
+        call_id: String,
+        /// What is asked.
+        op: ToolOp,
+    },
+}
+
+/// One call of a reported batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewToolCall {
+    /// The worker's id, unique within the turn.
+    pub call_id: String,
+    /// The tool.
+    pub tool_name: String,
+    /// Its arguments.
+    pub arguments: serde_json::Value,
+    /// Whether a person must approve it first.
+    pub requires_approval: bool,
+    /// Why (recorded in `tool.approval_requested`).
+    pub policy_reason: Option<String>,
+    /// Its execution timeout; the configured one when `None`.
+    pub timeout_ms: Option<u64>,
+}
+
+/// A request on one tool call (WORKERS.md's table).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolOp {
+    /// `…/approve` (admin, ingress): `awaiting_approval → executing`.
+    Approve {
+        /// Who approved.
+        approver: String,
+    },
+    /// `…/deny` (admin, ingress): `tool.denied`, then `tool.result` `denied`.
+    Deny {
+        /// Why.
+        reason: String,
+    },
+    /// `…/progress` (llm, admin): a chunk of output while executing.
+    Progress {
+        /// `stdout` or `stderr`.
+        stream: super::types::ToolStream,
+        /// The chunk.
+        chunk: String,
+    },
+    /// `…/result` (llm, admin): the executor's result (`success`, `error`, `cancelled`).
+    Result {
+        /// How it ended.
+        status: super::types::ToolStatus,
+        /// The tool's answer.
+        output: Option<serde_json::Value>,
+        /// What went wrong.
+        error: Option<String>,
+    },
 }
 
 /// An input of [`super::Sagas::handle`].
@@ -162,6 +228,10 @@ pub enum ControlError {
     /// No turn with this id (HTTP 404 `turn_not_found`).
     #[error("turn not found")]
     TurnNotFound,
+    /// The turn has no call with this `call_id` (HTTP 404 `tool_call_not_found`,
+    /// INV-TOOL-CALL-BEFORE-RESULT).
+    #[error("the turn has no tool call {0}")]
+    ToolCallNotFound(String),
     /// The machine has no edge for the control from the current state (HTTP 409).
     #[error("{code}: {detail}")]
     NotAllowed {
@@ -185,3 +255,15 @@ pub const TURN_FENCED: &str = "turn_fenced";
 /// [`ControlError::NotAllowed`]'s code for a claim of a turn that is not claimable (the
 /// claimant moves on to the next; never answered as such).
 pub const TURN_NOT_CLAIMABLE: &str = "turn_not_claimable";
+/// [`ControlError::NotAllowed`]'s code for a batch reusing a `call_id` of the turn with
+/// another call.
+pub const TOOL_CALL_EXISTS: &str = "tool_call_exists";
+/// [`ControlError::NotAllowed`]'s code for progress or a result of a call that is not
+/// executing (INV-TOOL-APPROVAL-BEFORE-EXEC).
+pub const TOOL_CALL_NOT_EXECUTING: &str = "tool_call_not_executing";
+/// [`ControlError::NotAllowed`]'s code for approving or denying a call that does not wait
+/// for approval.
+pub const TOOL_CALL_NOT_AWAITING_APPROVAL: &str = "tool_call_not_awaiting_approval";
+/// [`ControlError::NotAllowed`]'s code for another result after a call's one result
+/// (INV-TOOL-TERMINAL).
+pub const TOOL_CALL_TERMINAL: &str = "tool_call_terminal";

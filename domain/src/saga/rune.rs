@@ -13,11 +13,13 @@ use uuid::Uuid;
 pub mod agent;
 pub mod plan;
 pub mod session;
+pub mod tool;
 pub mod turn;
 
 use agent::AgentRune;
 use plan::PlanRune;
 use session::SessionRune;
+use tool::ToolRune;
 use turn::TurnRune;
 
 /// `saga.anomaly` (every stream): an input the machine has no edge for.
@@ -26,6 +28,7 @@ pub const SAGA_ANOMALY: &str = "saga.anomaly";
 pub use agent::names::*;
 pub use plan::names::*;
 pub use session::names::*;
+pub use tool::names::*;
 pub use turn::names::*;
 
 /// A saga instance: which aggregate, which id.
@@ -40,6 +43,8 @@ pub enum Instance {
     Turn(Uuid),
     /// A conversation's autonomy loop (id = the conversation id).
     Plan(Uuid),
+    /// A tool call (id = [`crate::saga::ids::tool_call_id`]).
+    ToolCall(Uuid),
 }
 
 impl Instance {
@@ -50,13 +55,18 @@ impl Instance {
             Self::Agent(_) => super::AGENT_TYPE,
             Self::Turn(_) => super::TURN_TYPE,
             Self::Plan(_) => super::PLAN_TYPE,
+            Self::ToolCall(_) => super::TOOL_CALL_TYPE,
         }
     }
 
     /// The aggregate id.
     pub fn id(&self) -> Uuid {
         match self {
-            Self::Session(id) | Self::Agent(id) | Self::Turn(id) | Self::Plan(id) => *id,
+            Self::Session(id)
+            | Self::Agent(id)
+            | Self::Turn(id)
+            | Self::Plan(id)
+            | Self::ToolCall(id) => *id,
         }
     }
 
@@ -67,6 +77,7 @@ impl Instance {
             super::AGENT_TYPE => Some(Self::Agent(id)),
             super::TURN_TYPE => Some(Self::Turn(id)),
             super::PLAN_TYPE => Some(Self::Plan(id)),
+            super::TOOL_CALL_TYPE => Some(Self::ToolCall(id)),
             _ => None,
         }
     }
@@ -98,6 +109,8 @@ pub enum Rune {
     Turn(TurnRune),
     /// Of a plan.
     Plan(PlanRune),
+    /// Of a tool call.
+    Tool(ToolRune),
 }
 
 impl Rune {
@@ -108,6 +121,7 @@ impl Rune {
             Self::Agent(r) => r.name(),
             Self::Turn(r) => r.name(),
             Self::Plan(r) => r.name(),
+            Self::Tool(r) => r.name(),
         }
     }
 
@@ -122,7 +136,8 @@ impl Rune {
             Self::Session(SessionRune::Anomaly(a))
             | Self::Agent(AgentRune::Anomaly(a))
             | Self::Turn(TurnRune::Anomaly(a))
-            | Self::Plan(PlanRune::Anomaly(a)) => Some(a),
+            | Self::Plan(PlanRune::Anomaly(a))
+            | Self::Tool(ToolRune::Anomaly(a)) => Some(a),
             _ => None,
         }
     }
@@ -151,6 +166,7 @@ impl Recorded {
             Rune::Agent(r) => serde_json::to_value(r),
             Rune::Turn(r) => serde_json::to_value(r),
             Rune::Plan(r) => serde_json::to_value(r),
+            Rune::Tool(r) => serde_json::to_value(r),
         }
         .unwrap_or(serde_json::Value::Null);
         if let serde_json::Value::Object(fields) = &mut value {
@@ -184,6 +200,7 @@ impl Recorded {
             Instance::Agent(_) => Rune::Agent(serde_json::from_value(tagged).map_err(parse)?),
             Instance::Turn(_) => Rune::Turn(serde_json::from_value(tagged).map_err(parse)?),
             Instance::Plan(_) => Rune::Plan(serde_json::from_value(tagged).map_err(parse)?),
+            Instance::ToolCall(_) => Rune::Tool(serde_json::from_value(tagged).map_err(parse)?),
         };
         Ok(Self { instance, rune })
     }

@@ -15,11 +15,12 @@ use uuid::Uuid;
 
 use super::rune::agent::AgentRune;
 use super::rune::session::SessionRune;
+use super::rune::tool::ToolRune;
 use super::rune::turn::TurnRune;
 use super::rune::{Instance, Recorded, Rune};
 use super::types::{AgentRole, AgentState};
 use super::{decide, Agent, ControlError, Input, Machine, Outcome, Plan, SagaConfig};
-use super::{SagaError, Session, Turn};
+use super::{ids, SagaError, Session, ToolCall, Turn};
 use crate::PmAggregate;
 
 /// The saga instances of one conversation.
@@ -35,6 +36,8 @@ pub struct Sagas {
     last_position: Option<i64>,
     #[serde(default)]
     agent_tokens: BTreeMap<Uuid, u64>,
+    #[serde(default)]
+    tool_calls: BTreeMap<Uuid, ToolCall>,
 }
 
 impl Sagas {
@@ -150,6 +153,9 @@ impl Sagas {
             (Instance::Plan(_), Rune::Plan(r)) => {
                 self.plan.get_or_insert_with(Plan::default).fold(r.clone());
             }
+            (Instance::ToolCall(id), Rune::Tool(r)) => {
+                self.tool_calls.entry(*id).or_default().fold(r.clone());
+            }
             _ => {}
         }
     }
@@ -210,10 +216,38 @@ impl Sagas {
                         });
                         guard(r.name(), ok, &|| "the agent has not leased it".into())
                     }
+                    TurnRune::ToolsFinished(_) => {
+                        let open = self.open_calls(*id);
+                        guard(r.name(), open.is_empty(), &|| {
+                            format!("INV-TOOL-TERMINAL: calls {open:?} have no result")
+                        })
+                    }
+                    _ if r.delivery().is_some() => {
+                        let open = self.open_calls(*id);
+                        guard(r.name(), open.is_empty(), &|| {
+                            format!("INV-TOOL-TERMINAL: calls {open:?} have no result")
+                        })
+                    }
                     _ => Ok(()),
                 }
             }
             (Instance::Plan(_), Rune::Plan(r)) => or_new(self.plan.as_ref()).check(r),
+            (Instance::ToolCall(id), Rune::Tool(r)) => {
+                or_new(self.tool_calls.get(id)).check(r)?;
+                match r {
+                    ToolRune::Call(c) => {
+                        let ok = *id == ids::tool_call_id(c.turn_id, &c.call_id)
+                            && self.turns.get(&c.turn_id).is_some_and(|t| {
+                                t.state() == Some(super::TurnState::ToolExecuting)
+                                    && t.batch().contains(&c.call_id)
+                            });
+                        guard(r.name(), ok, &|| {
+                            format!("call {} is not in turn {}'s batch", c.call_id, c.turn_id)
+                        })
+                    }
+                    _ => Ok(()),
+                }
+            }
             _ => Err(SagaError::Guard {
                 rune: rec.event_type(),
                 reason: format!("not a rune of a {}", rec.instance.aggregate_type()),
@@ -262,6 +296,31 @@ impl Sagas {
     /// A task's turns, oldest first (composite).
     pub fn task_turns(&self, task_id: Uuid) -> &[Uuid] {
         self.task_turns.get(&task_id).map_or(&[], Vec::as_slice)
+    }
+    /// The tool calls, by instance id ([`ids::tool_call_id`]).
+    pub fn tool_calls(&self) -> &BTreeMap<Uuid, ToolCall> {
+        &self.tool_calls
+    }
+    /// A turn's call by its `call_id`.
+    pub fn tool_call(&self, turn_id: Uuid, call_id: &str) -> Option<&ToolCall> {
+        self.tool_calls.get(&ids::tool_call_id(turn_id, call_id))
+    }
+    /// A turn's calls, in the order it reported them.
+    pub fn turn_tool_calls(&self, turn_id: Uuid) -> Vec<&ToolCall> {
+        self.turns.get(&turn_id).map_or_else(Vec::new, |turn| {
+            turn.tool_call_ids()
+                .iter()
+                .filter_map(|call| self.tool_call(turn_id, call))
+                .collect()
+        })
+    }
+    /// A turn's calls that still owe their `tool.result` (INV-TOOL-TERMINAL).
+    pub fn open_calls(&self, turn_id: Uuid) -> Vec<String> {
+        self.turn_tool_calls(turn_id)
+            .into_iter()
+            .filter(|c| c.is_open())
+            .filter_map(|c| c.call_id().map(str::to_string))
+            .collect()
     }
     /// The position of the last input applied by [`Sagas::handle_at`].
     pub fn last_position(&self) -> Option<i64> {

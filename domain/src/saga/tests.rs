@@ -12,6 +12,7 @@
 //! | `turn_table`, `turn_tasks` | the turn table (conversation and task turns) |
 //! | `plan_table` | the autonomy-loop table |
 //! | `worker_table` | the workers' protocol (WORKERS.md): claims, fenced reports, lease expiry, interrupts, fenced facts, `head_status`; a property test of random claims, expiries, reports, interrupts and fenced facts |
+//! | `tool_table` | tool calls (WORKERS.md "Tools"): the Tool lifecycle row by row, the batch and its resume, deadlines, cancelling; a property test of random reports, approvals, denials, results, timeouts and interrupts |
 //! | `aggregates` | each aggregate at its own boundary (`Record` command): machine-only edges, refusals |
 //! | `e2e` | the end-to-end script, anomaly-free |
 //! | `props` | property tests over random inputs, with redelivery |
@@ -42,6 +43,7 @@ mod session_controls;
 mod session_table;
 mod session_waits;
 mod support;
+mod tool_table;
 mod turn_table;
 mod turn_tasks;
 mod views;

@@ -35,6 +35,12 @@ pub struct Turn {
     expired_claims: u32,
     #[serde(default)]
     usage: Option<(u64, u64)>,
+    #[serde(default)]
+    tool_call_ids: Vec<String>,
+    #[serde(default)]
+    batch: Vec<String>,
+    #[serde(default)]
+    batches: i64,
 }
 
 /// A worker's claim on a turn, as its runes recorded it (a heartbeat moves the expiry in
@@ -255,6 +261,19 @@ impl Turn {
         }
         .check(turn_epoch)
     }
+    /// Every `call_id` it reported, in order.
+    pub fn tool_call_ids(&self) -> &[String] {
+        &self.tool_call_ids
+    }
+    /// The calls it waits for while `tool_executing` (its last batch; empty after
+    /// `turn.tools_finished`).
+    pub fn batch(&self) -> &[String] {
+        &self.batch
+    }
+    /// How many batches it reported: the epoch of its `tool_resume` deadline.
+    pub fn batches(&self) -> i64 {
+        self.batches
+    }
     /// The state's name, `none` before `turn.queued`.
     pub fn state_name(&self) -> String {
         self.state.map_or("none", TurnState::as_str).to_string()
@@ -293,6 +312,18 @@ impl Turn {
         if let TurnRune::Started(r) = rune {
             if self.agent_id.is_some_and(|a| a != r.agent_id) {
                 return fail(format!("agent {} is not the turn's agent", r.agent_id));
+            }
+        }
+        if let TurnRune::ToolCallsReceived(r) = rune {
+            let reused =
+                r.call_ids.iter().enumerate().find(|(i, id)| {
+                    self.tool_call_ids.contains(id) || r.call_ids[..*i].contains(id)
+                });
+            if r.call_ids.is_empty() {
+                return fail("a batch has at least one call".into());
+            }
+            if let Some((_, id)) = reused {
+                return fail(format!("call {id} is already the turn's"));
             }
         }
         if let TurnRune::Claimed(r) = rune {
@@ -384,14 +415,18 @@ impl Machine for Turn {
                 self.messages += 1;
                 self.last_message_id = Some(r.message_id);
             }
-            R::ToolCallsReceived(_) => {
+            R::ToolCallsReceived(r) => {
                 self.watchdog_epoch += 1;
                 // WORKERS.md: reporting tool calls ends the worker's lease.
                 self.lease = None;
                 self.state = Some(T::ToolExecuting);
+                self.tool_call_ids.extend(r.call_ids.iter().cloned());
+                self.batch = r.call_ids;
+                self.batches += 1;
             }
             R::ToolsFinished(_) => {
                 self.watchdog_epoch += 1;
+                self.batch.clear();
                 self.state = Some(T::Streaming);
             }
             R::Completed(r) => {
@@ -454,6 +489,7 @@ impl Turn {
     ) {
         self.state = Some(state);
         self.lease = None;
+        self.batch.clear();
         self.terminal_rune = Some(rune.to_string());
         self.reason = reason;
         self.deliverable = deliverable;

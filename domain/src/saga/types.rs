@@ -97,7 +97,7 @@ wire_enum! {
         Dispatched = "dispatched",
         /// The worker is producing output.
         Streaming = "streaming",
-        /// Tools are running (not reachable from project-manager facts).
+        /// Waiting for its tool calls' results (L0 `suspended`; WORKERS.md "Tools").
         ToolExecuting = "tool_executing",
         /// Ended normally.
         Completed = "completed",
@@ -180,5 +180,79 @@ wire_enum! {
         Approved = "approved",
         /// `WORK_REJECTED`.
         Rejected = "rejected",
+    }
+}
+
+wire_enum! {
+    /// The Tool lifecycle (ECHS "Tool Lifecycle"): one call's state. `pending_call` lasts
+    /// only inside the outcome that records `tool.call` (its `tool.approval_requested`, or
+    /// nothing, follows at once); the five results are terminal.
+    ToolCallState {
+        /// `tool.call` recorded; not yet routed to approval or execution.
+        PendingCall = "pending_call",
+        /// Waits for a person's approve or deny.
+        AwaitingApproval = "awaiting_approval",
+        /// An executor may run it and report progress and its result.
+        Executing = "executing",
+        /// Ended with its output.
+        Success = "success",
+        /// Ended with an error.
+        Error = "error",
+        /// Approval or execution took too long, or the batch's resume deadline passed.
+        Timeout = "timeout",
+        /// Its turn ended (interrupt, session closing, agent killed) or the executor gave up.
+        Cancelled = "cancelled",
+        /// An approver refused it.
+        Denied = "denied",
+    }
+}
+
+impl ToolCallState {
+    /// The five terminal states: a result is recorded.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            Self::Success | Self::Error | Self::Timeout | Self::Cancelled | Self::Denied
+        )
+    }
+}
+
+wire_enum! {
+    /// `tool.result`'s `status` (ECHS: success, error, timeout, cancelled; WORKERS.md adds
+    /// denied, the result of a denial).
+    ToolStatus {
+        /// The tool ran; `output` is its answer.
+        Success = "success",
+        /// The tool failed; `error` says how.
+        Error = "error",
+        /// A deadline passed first.
+        Timeout = "timeout",
+        /// Cancelled before it finished.
+        Cancelled = "cancelled",
+        /// Refused by an approver.
+        Denied = "denied",
+    }
+}
+
+impl ToolStatus {
+    /// The call state a result of this status leaves.
+    pub fn state(self) -> ToolCallState {
+        match self {
+            Self::Success => ToolCallState::Success,
+            Self::Error => ToolCallState::Error,
+            Self::Timeout => ToolCallState::Timeout,
+            Self::Cancelled => ToolCallState::Cancelled,
+            Self::Denied => ToolCallState::Denied,
+        }
+    }
+}
+
+wire_enum! {
+    /// Which output stream a `tool.progress` chunk comes from.
+    ToolStream {
+        /// Standard output.
+        Stdout = "stdout",
+        /// Standard error.
+        Stderr = "stderr",
     }
 }

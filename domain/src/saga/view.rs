@@ -9,9 +9,10 @@ use uuid::Uuid;
 
 use super::rune::Instance;
 use super::types::{
-    AgentRole, AgentState, ConversationState, HeadStatus, SessionState, TurnKind, TurnState,
+    AgentRole, AgentState, ConversationState, HeadStatus, SessionState, ToolCallState, ToolStatus,
+    TurnKind, TurnState,
 };
-use super::{Agent, Lease, Outcome, Sagas, Turn, TurnInput};
+use super::{Agent, Lease, Outcome, Sagas, ToolCall, Turn, TurnInput};
 use crate::PmAggregate;
 
 /// A session row.
@@ -95,6 +96,48 @@ pub struct TurnView {
     pub input_tokens: u64,
     /// Completion tokens its workers reported.
     pub output_tokens: u64,
+    /// Its tool calls with their results, in the order it reported them.
+    pub tool_calls: Vec<ToolCallView>,
+}
+
+/// A tool call row (WORKERS.md reads): the turn view's `tool_calls`, `GET /v1/tool-calls`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolCallView {
+    /// The worker's id of the call, unique within its turn.
+    pub call_id: String,
+    /// Its turn.
+    pub turn_id: Uuid,
+    /// The turn's conversation.
+    pub conversation_id: Uuid,
+    /// The tool.
+    pub tool_name: String,
+    /// Its arguments.
+    pub arguments: serde_json::Value,
+    /// Its lifecycle state.
+    pub state: ToolCallState,
+    /// Whether it waits (or waited) for an approver.
+    pub requires_approval: bool,
+    /// Why the policy asks a person.
+    pub policy_reason: Option<String>,
+    /// Who approved it.
+    pub approver: Option<String>,
+    /// Its own execution timeout, if the worker gave one.
+    pub timeout_ms: Option<u64>,
+    /// Its one result, once it has it.
+    pub result: Option<ToolResultView>,
+}
+
+/// A call's `tool.result`, as the reads show it.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct ToolResultView {
+    /// How it ended.
+    pub status: ToolStatus,
+    /// The tool's answer.
+    pub output: Option<serde_json::Value>,
+    /// What went wrong.
+    pub error: Option<String>,
+    /// Why the service ended it (a denial's reason, which deadline, the turn's end).
+    pub reason: Option<String>,
 }
 
 impl Sagas {
@@ -163,6 +206,38 @@ impl Sagas {
             claims: turn.claims(),
             input_tokens: turn.usage().map_or(0, |(input, _)| input),
             output_tokens: turn.usage().map_or(0, |(_, output)| output),
+            tool_calls: self
+                .turn_tool_calls(turn_id)
+                .into_iter()
+                .filter_map(|call| self.call_view(call))
+                .collect(),
+        })
+    }
+
+    /// A tool call row by its instance id; `None` for an unknown call.
+    pub fn tool_call_view(&self, id: Uuid) -> Option<ToolCallView> {
+        self.call_view(self.tool_calls().get(&id)?)
+    }
+
+    fn call_view(&self, call: &ToolCall) -> Option<ToolCallView> {
+        let turn_id = call.turn_id()?;
+        Some(ToolCallView {
+            call_id: call.call_id()?.to_string(),
+            turn_id,
+            conversation_id: self.turns().get(&turn_id)?.conversation_id()?,
+            tool_name: call.tool_name().to_string(),
+            arguments: call.arguments().clone(),
+            state: call.state()?,
+            requires_approval: call.requires_approval(),
+            policy_reason: call.policy_reason().map(str::to_string),
+            approver: call.approver().map(str::to_string),
+            timeout_ms: call.timeout_ms(),
+            result: call.result().map(|r| ToolResultView {
+                status: r.status,
+                output: r.output.clone(),
+                error: r.error.clone(),
+                reason: r.reason.clone(),
+            }),
         })
     }
 

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use pm_application::log::LogPosition;
 use pm_application::sagas::{CommitError, Committed, NewRune, SagaWrite, SAGAS};
-use pm_domain::saga::{ConversationState, Deadline, DeadlineOp, InboxChange, Instance, Rune};
+use pm_domain::saga::{ids, ConversationState, Deadline, DeadlineOp, InboxChange, Instance, Rune};
 use pm_domain::EVENT_VERSION;
 use uuid::Uuid;
 
@@ -63,6 +63,7 @@ pub async fn commit(
     agents(&mut tx, write).await.map_err(sql_error)?;
     inbox(&mut tx, write).await.map_err(sql_error)?;
     turns(&mut tx, write).await.map_err(sql_error)?;
+    tool_calls(&mut tx, write).await.map_err(sql_error)?;
     anomalies(&mut tx, write).await.map_err(sql_error)?;
     let runes: Vec<NewEvent> = write.runes.iter().map(rune).collect();
     let cursor = batch.map(|(from, to)| CursorMove {
@@ -417,6 +418,99 @@ async fn turns(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
         },
     )
     .await?;
+    Ok(())
+}
+
+/// The columns of a `saga_tool_calls` row, in the order [`tool_calls`] binds them.
+const TOOL_CALL_COLUMNS: &str = "id, turn_id, conversation_id, call_id, ordinal, tool_name, \
+     arguments, state, requires_approval, policy_reason, approver, timeout_ms, result, \
+     created_at, updated_at";
+
+/// Upserts the tool call rows (the last of a call's rows in the write wins). A call's
+/// `tool_name`, `arguments`, `requires_approval` and `timeout_ms` are those of its
+/// `tool.call` and never change; `created_at` stays the time of that rune.
+///
+/// `ordinal` is the call's place in its turn's report order, so a turn lists its calls as
+/// the worker reported them even though a batch's calls share one time (the engine writes
+/// a conversation's rows at the time of its last rune) and the write holds them by id. It
+/// is the call's index in the turn's `tool_calls` of the same write: a `tool.call` is
+/// recorded only with the `turn.tool_calls_received` naming it, so the row of a new call's
+/// turn is always in the write. A row whose turn is not in it is a later change of the
+/// call, which keeps the ordinal it has (the update does not touch it); were such a row
+/// new, it would take the count of its turn's stored calls — the next place — with ties
+/// (several in one write) left to `(created_at, id)`.
+async fn tool_calls(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
+    let rows = last_by_key(&write.tool_calls, |(c, _)| {
+        ids::tool_call_id(c.turn_id, &c.call_id)
+    });
+    if rows.is_empty() {
+        return Ok(());
+    }
+    // A later row of a turn lists the calls of an earlier one at the same places.
+    let mut places: HashMap<(Uuid, &str), i64> = HashMap::new();
+    for (turn, _) in &write.turns {
+        for (i, call) in turn.tool_calls.iter().enumerate() {
+            places.insert(
+                (turn.id, call.call_id.as_str()),
+                i64::try_from(i).unwrap_or(i64::MAX),
+            );
+        }
+    }
+    let casts = [
+        "::uuid",
+        "::uuid",
+        "::uuid",
+        "",
+        "",
+        "",
+        "",
+        "",
+        "",
+        "",
+        "",
+        "",
+        "",
+        "::timestamptz",
+        "::timestamptz",
+    ];
+    for chunk in rows.chunks(ROWS_PER_STATEMENT) {
+        let args = chunk.iter().fold(
+            Args::with_capacity(chunk.len() * casts.len()),
+            |args, (c, at)| {
+                args.uuid(ids::tool_call_id(c.turn_id, &c.call_id))
+                    .uuid(c.turn_id)
+                    .uuid(c.conversation_id)
+                    .text(c.call_id.clone())
+                    .opt_int(places.get(&(c.turn_id, c.call_id.as_str())).copied())
+                    .text(c.tool_name.clone())
+                    .text(json(&c.arguments))
+                    .text(c.state.as_str())
+                    .bool(c.requires_approval)
+                    .opt_text(c.policy_reason.clone())
+                    .opt_text(c.approver.clone())
+                    .opt_int(c.timeout_ms.map(clamp))
+                    .opt_text(c.result.as_ref().map(json))
+                    .time(at)
+                    .time(at)
+            },
+        );
+        tx.fetch_rows(&casts, chunk.len(), args, |source| {
+            format!(
+                "WITH v ({TOOL_CALL_COLUMNS}) AS ({source}) \
+                 INSERT INTO saga_tool_calls ({TOOL_CALL_COLUMNS}) \
+                 SELECT v.id, v.turn_id, v.conversation_id, v.call_id, \
+                 COALESCE(v.ordinal, (SELECT count(*) FROM saga_tool_calls s \
+                   WHERE s.turn_id = v.turn_id)), \
+                 v.tool_name, v.arguments, v.state, v.requires_approval, v.policy_reason, \
+                 v.approver, v.timeout_ms, v.result, v.created_at, v.updated_at \
+                 FROM v WHERE true \
+                 ON CONFLICT (id) DO UPDATE SET state = excluded.state, \
+                 policy_reason = excluded.policy_reason, approver = excluded.approver, \
+                 result = excluded.result, updated_at = excluded.updated_at"
+            )
+        })
+        .await?;
+    }
     Ok(())
 }
 

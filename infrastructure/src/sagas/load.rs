@@ -13,8 +13,10 @@ use crate::db::{Args, DbRow};
 use crate::processor::store::store_error;
 use crate::Database;
 
-/// The aggregate types of the saga instances, as an SQL list.
-pub(crate) const SAGA_TYPES: &str = "('session', 'agent', 'turn', 'plan')";
+/// The aggregate types of the saga instances, as an SQL list: a conversation's runes are
+/// every event of these types, so a machine missing here would be rebuilt without its
+/// runes.
+pub(crate) const SAGA_TYPES: &str = "('session', 'agent', 'turn', 'plan', 'tool_call')";
 
 fn corrupt(what: &str, e: impl std::fmt::Display) -> AppError {
     AppError::Internal(format!("a stored {what} does not read back: {e}"))

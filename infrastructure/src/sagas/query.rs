@@ -1,19 +1,25 @@
 //! [`SagaReads`]: the application's [`SagaReadStore`] over the saga rows, with keyset
-//! pagination by `(created_at, id)` like the read model's lists.
+//! pagination by `(created_at, id)` like the read model's lists. A turn comes with its tool
+//! calls in the order its worker reported them (`saga_tool_calls.ordinal`).
 
-use pm_application::queries::{AgentFilter, AnomalyFilter, SagaReadStore, TurnFilter};
+use std::collections::HashMap;
+
+use pm_application::queries::{
+    AgentFilter, AnomalyFilter, SagaReadStore, ToolCallFilter, TurnFilter,
+};
 use pm_application::views::{
     AgentView, AnomalyInstance, AnomalyView, LeaseView, List, Page, PageCursor, PageRequest,
-    SessionView, TurnView,
+    SessionView, ToolCallView, ToolResultView, TurnView,
 };
 use pm_application::AppError;
 use pm_domain::saga::{
-    AgentRole, AgentState, ConversationState, HeadStatus, SessionState, TurnKind, TurnState,
+    AgentRole, AgentState, ConversationState, HeadStatus, SessionState, ToolCallState, TurnKind,
+    TurnState,
 };
 use pm_domain::time;
 use uuid::Uuid;
 
-use crate::db::{Arg, Args, DbRow};
+use crate::db::{Arg, Args, DbRow, ROWS_PER_STATEMENT};
 use crate::processor::store::store_error;
 use crate::Database;
 
@@ -83,6 +89,34 @@ impl SagaReads {
             .map_err(store_error)?;
         Ok(Page::from_fetched(items, page.limit))
     }
+
+    /// Fills the `tool_calls` of `turns` with one query per [`ROWS_PER_STATEMENT`] turns
+    /// (a page is one), each turn's calls in report order: by `ordinal`, then — should two
+    /// share a place — by `(created_at, id)`.
+    async fn with_calls(&self, turns: &mut [TurnView]) -> Result<(), AppError> {
+        let mut calls: HashMap<Uuid, Vec<ToolCallView>> = HashMap::new();
+        for chunk in turns.chunks(ROWS_PER_STATEMENT) {
+            let mut args = Args::with_capacity(chunk.len());
+            let ids: Vec<String> = chunk
+                .iter()
+                .map(|t| format!("{}::uuid", args.push(Arg::Text(Some(t.id.to_string())))))
+                .collect();
+            let sql = format!(
+                "SELECT {TOOL_CALL_COLUMNS} FROM saga_tool_calls WHERE turn_id IN ({}) \
+                 ORDER BY turn_id, ordinal, created_at, id",
+                ids.join(", ")
+            );
+            let rows = self.db.fetch_all(&sql, args).await.map_err(store_error)?;
+            for row in &rows {
+                let call = tool_call(row).map_err(store_error)?;
+                calls.entry(call.turn_id).or_default().push(call);
+            }
+        }
+        for turn in turns {
+            turn.tool_calls = calls.remove(&turn.id).unwrap_or_default();
+        }
+        Ok(())
+    }
 }
 
 /// One list: its table, columns, filters (column, value, cast) and cursor kind.
@@ -106,6 +140,10 @@ const TURN_COLUMNS: &str = "id::text AS id, agent_id::text AS agent_id, \
      conversation_id::text AS conversation_id, kind, task_id::text AS task_id, input, state, turn_epoch, \
      terminal_rune, deliverable::text AS deliverable, deliverable_reason, lease_worker, lease_epoch, \
      lease_expires_at, claims::bigint AS claims, input_tokens, output_tokens, created_at, updated_at";
+
+const TOOL_CALL_COLUMNS: &str = "id::text AS id, turn_id::text AS turn_id, \
+     conversation_id::text AS conversation_id, call_id, ordinal, tool_name, arguments, state, \
+     requires_approval, policy_reason, approver, timeout_ms, result, created_at, updated_at";
 
 const ANOMALY_COLUMNS: &str = "id::text AS id, conversation_id::text AS conversation_id, \
      aggregate_type, aggregate_id::text AS aggregate_id, sequence, state, fact, reason, \
@@ -200,6 +238,33 @@ fn turn(row: &DbRow) -> Result<TurnView, sqlx::Error> {
         claims: count(row, "claims")?,
         input_tokens: count(row, "input_tokens")?,
         output_tokens: count(row, "output_tokens")?,
+        // Filled by `SagaReads::with_calls`.
+        tool_calls: Vec::new(),
+        created_at: row.time("created_at")?,
+        updated_at: row.time("updated_at")?,
+    })
+}
+
+fn tool_call(row: &DbRow) -> Result<ToolCallView, sqlx::Error> {
+    let result: Option<ToolResultView> = row
+        .opt_string("result")?
+        .map(|raw| serde_json::from_str(&raw).map_err(|e| decode_error("result", e)))
+        .transpose()?;
+    Ok(ToolCallView {
+        call_id: row.string("call_id")?,
+        turn_id: row.uuid("turn_id")?,
+        conversation_id: row.uuid("conversation_id")?,
+        tool_name: row.string("tool_name")?,
+        arguments: row.parsed("arguments", |raw| serde_json::from_str(raw))?,
+        state: parsed(row, "state", ToolCallState::parse)?,
+        requires_approval: row.bool("requires_approval")?,
+        policy_reason: row.opt_string("policy_reason")?,
+        approver: row.opt_string("approver")?,
+        timeout_ms: row
+            .opt_int("timeout_ms")?
+            .map(|ms| u64::try_from(ms).map_err(|e| decode_error("timeout_ms", e)))
+            .transpose()?,
+        result,
         created_at: row.time("created_at")?,
         updated_at: row.time("updated_at")?,
     })
@@ -286,17 +351,47 @@ impl SagaReadStore for SagaReads {
             ],
             list: List::Turns,
         };
-        self.page(query, page, |r| {
-            let t = turn(r)?;
-            let (id, at) = (t.id, t.created_at);
-            Ok((t, id, at))
-        })
-        .await
+        let mut found = self
+            .page(query, page, |r| {
+                let t = turn(r)?;
+                let (id, at) = (t.id, t.created_at);
+                Ok((t, id, at))
+            })
+            .await?;
+        self.with_calls(&mut found.items).await?;
+        Ok(found)
     }
 
     async fn turn(&self, id: Uuid) -> Result<Option<TurnView>, AppError> {
         let sql = format!("SELECT {TURN_COLUMNS} FROM saga_turns WHERE id = $1::uuid");
-        self.one(&sql, id, turn).await
+        let Some(mut found) = self.one(&sql, id, turn).await? else {
+            return Ok(None);
+        };
+        self.with_calls(std::slice::from_mut(&mut found)).await?;
+        Ok(Some(found))
+    }
+
+    async fn tool_calls(
+        &self,
+        filter: &ToolCallFilter,
+        page: &PageRequest,
+    ) -> Result<Page<ToolCallView>, AppError> {
+        let query = ListQuery {
+            table: "saga_tool_calls",
+            columns: TOOL_CALL_COLUMNS,
+            filters: vec![
+                ("state", filter.state.map(|s| s.as_str().into()), ""),
+                ("conversation_id", text(filter.conversation_id), "::uuid"),
+                ("turn_id", text(filter.turn_id), "::uuid"),
+            ],
+            list: List::ToolCalls,
+        };
+        self.page(query, page, |r| {
+            let c = tool_call(r)?;
+            let (id, at) = (r.uuid("id")?, c.created_at);
+            Ok((c, id, at))
+        })
+        .await
     }
 
     async fn anomalies(

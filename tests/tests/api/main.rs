@@ -32,4 +32,5 @@ mod sse_fanout;
 mod stats;
 mod status;
 mod task_queries;
+mod tools;
 mod workers;

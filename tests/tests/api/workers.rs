@@ -18,7 +18,7 @@ use crate::sagas::{actor, items, types, wait_for};
 use crate::support::{config, post_with};
 
 /// A service on `db` whose clock the test moves, with at most `max_claims` claims.
-async fn start(db: &TestDb, clock: &Arc<ManualClock>, max_claims: u32) -> TestService {
+pub(crate) async fn start(db: &TestDb, clock: &Arc<ManualClock>, max_claims: u32) -> TestService {
     let hooks = Hooks {
         clock: Some(clock.clone() as Arc<dyn Clock>),
         ..Hooks::default()
@@ -30,7 +30,7 @@ async fn start(db: &TestDb, clock: &Arc<ManualClock>, max_claims: u32) -> TestSe
 
 /// A conversation of a human and an AI actor with one human message: its conversation
 /// turn is dispatched. Answers (conversation, AI actor, message, turn id).
-async fn dispatched(svc: &TestService) -> (String, String, String, String) {
+pub(crate) async fn dispatched(svc: &TestService) -> (String, String, String, String) {
     let human = actor(svc, "human", "Hana").await;
     let llm = actor(svc, "ai", "Lin").await;
     let c = post(
@@ -51,12 +51,18 @@ async fn dispatched(svc: &TestService) -> (String, String, String, String) {
     (c.id, llm, m.id, turn)
 }
 
-async fn claim(svc: &TestService, body: Value) -> Response {
+pub(crate) async fn claim(svc: &TestService, body: Value) -> Response {
     svc.post(Some(ADMIN), "/v1/turns/claim", &body).await
 }
 
 /// `POST` fenced by (`turn`, `epoch`).
-async fn fenced(svc: &TestService, path: &str, body: Value, turn: &str, epoch: i64) -> Response {
+pub(crate) async fn fenced(
+    svc: &TestService,
+    path: &str,
+    body: Value,
+    turn: &str,
+    epoch: i64,
+) -> Response {
     let epoch = epoch.to_string();
     let headers = [("PM-Turn-Id", turn), ("PM-Turn-Epoch", epoch.as_str())];
     post_with(svc, Some(ADMIN), path, &body, &headers).await
@@ -69,7 +75,7 @@ async fn say(svc: &TestService, conv: &str, llm: &str, turn: &str, epoch: i64) -
     fenced(svc, &path, body, turn, epoch).await
 }
 
-fn epoch(r: &Response) -> i64 {
+pub(crate) fn epoch(r: &Response) -> i64 {
     assert_eq!(r.status, 200, "{}", r.text);
     r.json["turn_epoch"].as_i64().expect("turn_epoch")
 }

@@ -44,6 +44,10 @@ impl Step<'_> {
             (Instance::Turn(turn_id), DeadlineKind::TurnLease) => {
                 self.lease_due(turn_id, deadline);
             }
+            (
+                _,
+                DeadlineKind::ToolApproval | DeadlineKind::ToolExecution | DeadlineKind::ToolResume,
+            ) => self.tool_due(deadline),
             _ => {}
         }
     }

@@ -124,7 +124,7 @@ impl Step<'_> {
         }
     }
 
-    fn arm_watchdog(&mut self, turn_id: Uuid) {
+    pub(super) fn arm_watchdog(&mut self, turn_id: Uuid) {
         let epoch = self.s.turns().get(&turn_id).map_or(0, Turn::watchdog_epoch);
         let after = self.config.turn_timeout;
         self.arm(
@@ -184,6 +184,7 @@ impl Step<'_> {
 
     /// `turn.completed`; the deliverable is the last message, else null with `no_message`.
     pub(super) fn complete(&mut self, turn_id: Uuid, final_output: FinalOutput) {
+        self.cancel_calls(turn_id, "turn_completed");
         let (deliverable, usage) = self.delivery(turn_id);
         let leased = self.leased(turn_id);
         let completed = TurnCompleted {
@@ -199,6 +200,7 @@ impl Step<'_> {
 
     /// `turn.interrupted`; `deliverable_reason` is the interruption's reason.
     pub(super) fn interrupt(&mut self, turn_id: Uuid, reason: &str) {
+        self.cancel_calls(turn_id, reason);
         let (deliverable, partial_output) = self.delivery(turn_id);
         let armed = self.s.turns().get(&turn_id).is_some_and(Turn::is_running);
         let leased = self.leased(turn_id);
@@ -217,6 +219,7 @@ impl Step<'_> {
 
     /// `turn.error`; `deliverable_reason` is `why` (`watchdog`, `session_resume_failed`).
     pub(super) fn fail(&mut self, turn_id: Uuid, error_type: &str, message: String, why: &str) {
+        self.cancel_calls(turn_id, error_type);
         let (deliverable, _) = self.delivery(turn_id);
         let leased = self.leased(turn_id);
         let error = TurnError {

@@ -1,5 +1,5 @@
-//! Workers' requests on turns (WORKERS.md): claim, release, error, usage, and the
-//! operator's interrupt; and the lease deadline. A request the turn's machine has no edge
+//! Workers' requests on turns (WORKERS.md): claim, release, error, usage, tool calls
+//! (decided in `tools`), and the operator's interrupt; and the lease deadline. A request the turn's machine has no edge
 //! for is refused (nothing written); the reports are fenced by their claim's epoch.
 
 use chrono::Duration;
@@ -87,12 +87,23 @@ impl Step<'_> {
                 self.check_budget();
                 Ok(())
             }
+            WorkerOp::ToolCalls {
+                turn_epoch,
+                calls,
+                resume_deadline,
+            } => self.report_calls(&turn, turn_epoch, calls, resume_deadline),
+            WorkerOp::Tool { call_id, op } => self.tool_op(turn_id, &call_id, op),
         }
     }
 
     /// The report's claim must hold the turn (its runes say so here; the store checks the
     /// lease is still live when the outcome is written).
-    fn fenced(&mut self, turn: &Turn, turn_id: Uuid, turn_epoch: i64) -> Result<(), ControlError> {
+    pub(super) fn fenced(
+        &mut self,
+        turn: &Turn,
+        turn_id: Uuid,
+        turn_epoch: i64,
+    ) -> Result<(), ControlError> {
         turn.fence(turn_epoch)
             .map_err(|why| not_allowed(TURN_FENCED, why.to_string()))?;
         self.out.leases.push(LeaseHeld {
@@ -182,6 +193,6 @@ impl Step<'_> {
     }
 }
 
-fn not_allowed(code: &'static str, detail: String) -> ControlError {
+pub(super) fn not_allowed(code: &'static str, detail: String) -> ControlError {
     ControlError::NotAllowed { code, detail }
 }

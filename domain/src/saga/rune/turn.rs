@@ -18,9 +18,9 @@ pub mod names {
     pub const TURN_STARTED: &str = "turn.started";
     /// `turn.assistant_delta` — `streaming → streaming`.
     pub const TURN_ASSISTANT_DELTA: &str = "turn.assistant_delta";
-    /// `turn.tool_calls_received` — `streaming → tool_executing` (no fact reaches it).
+    /// `turn.tool_calls_received` — `streaming → tool_executing` (a worker's tool calls).
     pub const TURN_TOOL_CALLS_RECEIVED: &str = "turn.tool_calls_received";
-    /// `turn.tools_finished` — `tool_executing → streaming` (no fact reaches it).
+    /// `turn.tools_finished` — `tool_executing → streaming` (every call has its result).
     pub const TURN_TOOLS_FINISHED: &str = "turn.tools_finished";
     /// `turn.completed` — `streaming | tool_executing → completed`.
     pub const TURN_COMPLETED: &str = "turn.completed";
@@ -135,13 +135,23 @@ pub struct ToolCallsReceived {
 }
 
 /// `turn.tools_finished` {turn_id, results}.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolsFinished {
     /// The turn.
     pub turn_id: Uuid,
-    /// Result summaries.
-    pub results: Vec<serde_json::Value>,
+    /// Each call of the batch with how it ended, in the batch's order.
+    pub results: Vec<ToolSummary>,
+}
+
+/// A result summary of `turn.tools_finished`: {call_id, status}.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolSummary {
+    /// The call.
+    pub call_id: String,
+    /// Its `tool.result` status.
+    pub status: crate::saga::types::ToolStatus,
 }
 
 /// `turn.claimed` {turn_id, turn_epoch, worker, lease_expires_at}.

@@ -68,7 +68,10 @@ async fn given_a_streaming_turn_when_tool_runes_then_the_machine_only_edges_are_
         }),
         TurnRune::ToolsFinished(ToolsFinished {
             turn_id: id(T),
-            results: vec![serde_json::json!({"c1": "ok"})],
+            results: vec![crate::saga::rune::turn::ToolSummary {
+                call_id: "c1".into(),
+                status: ToolStatus::Success,
+            }],
         }),
         TurnRune::ToolCallsReceived(ToolCallsReceived {
             turn_id: id(T),

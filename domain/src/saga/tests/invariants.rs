@@ -14,7 +14,9 @@ use crate::saga::*;
 /// (c) no turn has two terminal runes, every terminal rune has a deliverable or a reason,
 ///     and once the session is closed every turn has exactly one;
 /// (d) folding the log from scratch gives the live state;
-/// (f) a closed session has only terminated agents.
+/// (f) a closed session has only terminated agents;
+/// (h) INV-TOOL-TERMINAL and INV-TOOL-CALL-BEFORE-RESULT: a `tool.result` only after its
+///     call's `tool.call`, at most one per call, and a terminal turn owes none.
 /// (g), [`check_lease_rows`], needs the deadline table as well.
 pub fn check_invariants(live: &Sagas, log: &[Recorded]) {
     let mut replay = Sagas::restore(live.last_position(), []);
@@ -58,6 +60,31 @@ pub fn check_invariants(live: &Sagas, log: &[Recorded]) {
     for (turn, n) in &terminal {
         assert!(*n <= 1, "(c) turn {turn} has {n} terminal runes");
     }
+    let mut called: HashMap<Uuid, usize> = HashMap::new();
+    for rec in log {
+        if let (Instance::ToolCall(id), Rune::Tool(rune)) = (&rec.instance, &rec.rune) {
+            match rune {
+                ToolRune::Call(_) => {
+                    assert!(called.insert(*id, 0).is_none(), "(h) {id} called twice")
+                }
+                ToolRune::Result(_) => {
+                    let results = called.get_mut(id).expect("(h) a result before its call");
+                    *results += 1;
+                    assert_eq!(*results, 1, "(h) call {id} has two results");
+                }
+                _ => {}
+            }
+        }
+    }
+    for (id, turn) in live.turns() {
+        if turn.is_terminal() {
+            let open = live.open_calls(*id);
+            assert!(
+                open.is_empty(),
+                "(h) ended turn {id} owes results for {open:?}"
+            );
+        }
+    }
     let closed = live
         .session()
         .and_then(Session::state)
@@ -100,6 +127,39 @@ pub fn check_lease_rows(live: &Sagas, rows: &Rows) {
             assert!(
                 live.turns().get(id).and_then(Turn::lease).is_some(),
                 "(g) a lease row for turn {id}, which holds no lease"
+            );
+        }
+    }
+}
+
+/// (i) a tool call's deadline row is armed exactly while it waits for what the row bounds:
+/// `tool_approval` while awaiting approval, `tool_execution` while executing; a turn's
+/// `tool_resume` row only while it is `tool_executing`.
+pub fn check_tool_rows(live: &Sagas, rows: &Rows) {
+    for (id, call) in live.tool_calls() {
+        let state = call.state();
+        for (kind, waiting) in [
+            (DeadlineKind::ToolApproval, ToolCallState::AwaitingApproval),
+            (DeadlineKind::ToolExecution, ToolCallState::Executing),
+        ] {
+            let armed = rows.contains_key(&(Instance::ToolCall(*id), kind));
+            assert_eq!(
+                armed,
+                state == Some(waiting),
+                "(i) call {id} is {}: {kind} row armed = {armed}",
+                call.state_name()
+            );
+        }
+    }
+    for (instance, kind) in rows.keys() {
+        if *kind == DeadlineKind::ToolResume {
+            let Instance::Turn(id) = instance else {
+                panic!("(i) a resume row on {instance:?}");
+            };
+            assert_eq!(
+                live.turns().get(id).and_then(Turn::state),
+                Some(TurnState::ToolExecuting),
+                "(i) a resume row for turn {id}, which is not suspended"
             );
         }
     }

@@ -14,7 +14,7 @@ use crate::task::{TaskCheckpointCreated, TaskCreated};
 use crate::testing::{id, now, text};
 use crate::types::{ActorKind, CheckpointType, TaskCheckpointType};
 
-pub use super::invariants::{check_invariants, check_lease_rows};
+pub use super::invariants::{check_invariants, check_lease_rows, check_tool_rows};
 use super::journal::{Entry, Owned};
 pub use super::outputs::*;
 
@@ -113,6 +113,7 @@ impl World {
         }
         check_invariants(&self.sagas, &self.log);
         check_lease_rows(&self.sagas, &self.rows);
+        check_tool_rows(&self.sagas, &self.rows);
     }
 
     /// Feeds an input at the next log position.

@@ -10,7 +10,6 @@ use serde::Serialize;
 use super::support::*;
 use crate::saga::rune::agent::AgentFailed;
 use crate::saga::rune::session::SessionRune;
-use crate::saga::rune::turn::{ToolCallsReceived, ToolsFinished};
 use crate::saga::*;
 use crate::testing::id;
 use crate::types::{CheckpointType as C, TaskCheckpointType as K};
@@ -93,13 +92,12 @@ fn harvest() -> Vec<Rune> {
         agent_id: id(2),
         error: "e".into(),
     })));
-    runes.push(Rune::Turn(TurnRune::ToolCallsReceived(ToolCallsReceived {
-        turn_id: id(3),
-        call_ids: vec!["c".into()],
-    })));
-    runes.push(Rune::Turn(TurnRune::ToolsFinished(ToolsFinished {
-        turn_id: id(3),
-        results: vec![serde_json::json!({"c": "ok"})],
+    runes.extend(super::tool_table::every_tool_rune());
+    runes.push(Rune::Tool(ToolRune::Anomaly(SagaAnomaly {
+        instance: Instance::ToolCall(id(4)),
+        state: "none".into(),
+        fact: "deadline".into(),
+        reason: "r".into(),
     })));
     runes
 }
@@ -129,6 +127,7 @@ fn given_every_rune_when_serialized_and_read_back_then_the_same_rune() {
             Rune::Agent(r) => round_trip(r),
             Rune::Turn(r) => round_trip(r),
             Rune::Plan(r) => round_trip(r),
+            Rune::Tool(r) => round_trip(r),
         }
     }
     let all = [
@@ -136,6 +135,7 @@ fn given_every_rune_when_serialized_and_read_back_then_the_same_rune() {
         ("agent", AgentRune::NAMES),
         ("turn", TurnRune::NAMES),
         ("plan", PlanRune::NAMES),
+        ("tool_call", ToolRune::NAMES),
     ];
     for (machine, names) in all {
         for name in names {
@@ -153,6 +153,7 @@ fn rune_machine(rune: &Rune) -> &'static str {
         Rune::Agent(_) => "agent",
         Rune::Turn(_) => "turn",
         Rune::Plan(_) => "plan",
+        Rune::Tool(_) => "tool_call",
     }
 }
 
@@ -179,13 +180,14 @@ fn given_the_vocabulary_then_names_are_unique_and_saga_anomaly_is_shared() {
         AgentRune::NAMES,
         TurnRune::NAMES,
         PlanRune::NAMES,
+        ToolRune::NAMES,
     ] {
         assert_eq!(list.last(), Some(&rune::SAGA_ANOMALY));
         for name in &list[..list.len() - 1] {
             assert!(names.insert(*name), "{name} twice");
         }
     }
-    assert_eq!(names.len(), 18 + 6 + 13 + 10);
+    assert_eq!(names.len(), 18 + 6 + 13 + 10 + 6);
 }
 
 #[test]
