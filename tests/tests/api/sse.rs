@@ -12,26 +12,30 @@ use crate::support::{message, wait_events, world, FACTS};
 
 /// One parsed SSE event.
 #[derive(Debug, Clone, PartialEq)]
-struct SseEvent {
+pub(crate) struct SseEvent {
     id: Option<String>,
-    event: Option<String>,
+    pub(crate) event: Option<String>,
     data: String,
 }
 
 impl SseEvent {
-    fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_str(&self.data).expect("data is JSON")
     }
 }
 
 /// An open event stream.
-struct Sse {
+pub(crate) struct Sse {
     stream: BoxStream<'static, reqwest::Result<Vec<u8>>>,
     buf: Vec<u8>,
 }
 
 impl Sse {
-    async fn connect(svc: &TestService, query: &str, last_event_id: Option<&str>) -> Self {
+    pub(crate) async fn connect(
+        svc: &TestService,
+        query: &str,
+        last_event_id: Option<&str>,
+    ) -> Self {
         let mut req = svc
             .client
             .get(format!("{}/v1/events?{query}", svc.base))
@@ -103,7 +107,7 @@ impl Sse {
     }
 
     /// The next event, which must arrive within 5 s.
-    async fn expect(&mut self) -> SseEvent {
+    pub(crate) async fn expect(&mut self) -> SseEvent {
         self.next(Duration::from_secs(5))
             .await
             .expect("an event within 5 s")
