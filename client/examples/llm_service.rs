@@ -7,8 +7,17 @@
 //!   for the assistant (unfenced: the turn has ended);
 //! - an **auto-decide turn** (the user did not answer in time): a fenced reply and a
 //!   fenced `BEGIN_WORK` checkpoint;
-//! - a **task turn** (for the task's assignee): `WORK_STARTED`, the work, `WORK_COMPLETED`
-//!   (completes the turn), fenced, then reads the task back at once (read-your-writes).
+//! - a **task turn** (for the task's assignee), in two claims: first `WORK_STARTED`
+//!   (fenced), then the "model" asks to run the tool `run_checks`, which **needs a
+//!   person's approval**: the worker reports the call with `requires_approval` and the
+//!   turn waits for it (`tool_executing`; the claim ends, the worker goes on to other
+//!   turns). Once approved (run the `approver` example with an admin or ingress token),
+//!   this process's [`Executor`] runs the call — reporting its output as it goes — and
+//!   reports its result; the turn is claimable again, and the worker that claims it finds
+//!   the call with its result in the claim's context, reports `WORK_COMPLETED` (completes
+//!   the turn), fenced, and reads the task back at once (read-your-writes). A denied call
+//!   (or one whose approval timed out, `PM_TOOL_APPROVAL_TIMEOUT_SECS`) comes back with
+//!   that result instead, and the task is completed without the checks.
 //!
 //! The lease of each claimed turn is renewed in the background while it is worked. A turn
 //! taken away meanwhile (`409 turn_fenced`: lease expired, an operator interrupted it) is
@@ -19,11 +28,14 @@
 //! ```sh
 //! PM_URL=http://127.0.0.1:8080 PM_TOKEN=<llm token> \
 //!   cargo run -p pm-client --example llm_service -- --workers 4 --max-turns 6 --idle-secs 10
+//! # meanwhile, to approve the tool calls:
+//! PM_TOKEN=<admin token> cargo run -p pm-client --example approver -- --idle-secs 10
 //! ```
 //!
-//! Stops on Ctrl-C, after `--max-turns` turns, after `--timeout-secs`, or after
-//! `--idle-secs` without a turn; `--lease-secs` sets the lease (default 30), `--think-ms`
-//! how long the "model" takes per turn (default 0).
+//! Stops on Ctrl-C, after `--max-turns` turns completed, after `--timeout-secs`, or after
+//! `--idle-secs` without a turn or a tool call being worked; `--lease-secs` sets the lease
+//! (default 30), `--think-ms` how long the "model" takes per turn (default 0),
+//! `--tool-ms` how long the tool runs (default 200).
 //!
 //! The assistant is the `ai` actor the ingress registered with the external identity
 //! `example:assistant` and made a participant of the conversation, so the conversation's
@@ -37,9 +49,13 @@ use std::time::{Duration, Instant};
 
 use pm_client::{
     codes, ids, label, text, AddMessageInput, CheckpointType, Client,
-    CreateConversationCheckpointInput, CreateTaskCheckpointInput, CreateTaskInput, Error,
-    TaskCheckpointType, TurnHandle, TurnInput, Uuid, Worker,
+    CreateConversationCheckpointInput, CreateTaskCheckpointInput, CreateTaskInput, Error, Executor,
+    TaskCheckpointType, ToolCall, ToolCallView, ToolResult, ToolRun, ToolStatus, TurnHandle,
+    TurnInput, Uuid, Worker,
 };
+
+/// The tool the "model" asks for on task turns.
+const TOOL: &str = "run_checks";
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
@@ -67,6 +83,9 @@ struct Tally {
     messages: AtomicUsize,
     decisions: AtomicUsize,
     tasks: AtomicUsize,
+    /// Tool calls reported by the workers, and run by the executor.
+    tool_calls: AtomicUsize,
+    executed: AtomicUsize,
     /// Turns being worked now, and when the last one started or ended.
     busy: AtomicUsize,
     last_activity: Mutex<Option<Instant>>,
@@ -109,6 +128,7 @@ async fn main() -> Result<()> {
     let (timeout, idle) = (secs("--timeout-secs")?, secs("--idle-secs")?);
     let lease = secs("--lease-secs")?.unwrap_or(Duration::from_secs(30));
     let think = Duration::from_millis(arg("--think-ms").map_or(Ok(0), |n| n.parse())?);
+    let tool_time = Duration::from_millis(arg("--tool-ms").map_or(Ok(200), |n| n.parse())?);
 
     let assistant = ids::actor_id("example:assistant");
     let me = client.read().actor(assistant).await.map_err(|e| {
@@ -135,6 +155,19 @@ async fn main() -> Result<()> {
         fleet.push(worker.clone());
         loops.spawn(work(worker, assistant, think, tally.clone()));
     }
+    // The executor of the workers' tool: runs each approved call once, in the background.
+    let executor = Executor::builder(client.clone())
+        .tools([TOOL])
+        .interval(Duration::from_millis(200))
+        .build()?;
+    let executing = tokio::spawn({
+        let (executor, tally) = (executor.clone(), tally.clone());
+        async move {
+            executor
+                .run(move |call, run| run_checks(call, run, tool_time, tally.clone()))
+                .await
+        }
+    });
 
     let started = Instant::now();
     let deadline = async {
@@ -173,15 +206,54 @@ async fn main() -> Result<()> {
             eprintln!("a worker stopped: {e}");
         }
     }
-    println!("stopping ({why}): released {released} turn(s)");
+    // The executor last: running calls get their grace to report.
+    let abandoned = executor.shutdown().await;
+    if let Ok(Err(e)) = executing.await {
+        eprintln!("the executor stopped: {e}");
+    }
+    println!("stopping ({why}): released {released} turn(s), abandoned {abandoned} tool call(s)");
     let load = |n: &AtomicUsize| n.load(Ordering::SeqCst);
     println!(
-        "llm_service done: worked {} message turns and {} task turns ({} auto-decisions)",
+        "llm_service done: worked {} message turns and {} task turns ({} auto-decisions); {} tool calls reported, {} run",
         load(&tally.messages),
         load(&tally.tasks),
         load(&tally.decisions),
+        load(&tally.tool_calls),
+        load(&tally.executed),
     );
     Ok(())
+}
+
+/// The executor's handler for [`TOOL`]: "runs the checks" of a task for `time`, reporting
+/// its output as it goes, unless the call ends meanwhile (its turn interrupted, its
+/// execution timed out).
+async fn run_checks(
+    call: ToolCallView,
+    run: ToolRun,
+    time: Duration,
+    tally: Arc<Tally>,
+) -> ToolResult {
+    tally.busy.fetch_add(1, Ordering::SeqCst);
+    tally.touch();
+    let instructions = call.arguments["instructions"]
+        .as_str()
+        .unwrap_or("the task");
+    // Progress is for people watching; a failed report does not stop the tool.
+    let _ = run
+        .stdout(&format!("running 3 checks for: {instructions}\n"))
+        .await;
+    let result = tokio::select! {
+        () = tokio::time::sleep(time) => {
+            let _ = run.stdout("3 checks passed\n").await;
+            tally.executed.fetch_add(1, Ordering::SeqCst);
+            println!("executor: ran {TOOL} call {} (turn {})", call.call_id, call.turn_id);
+            ToolResult::success(serde_json::json!({"checks": 3, "passed": 3}))
+        }
+        () = run.ended() => ToolResult::cancelled(Some("the call ended".into())),
+    };
+    tally.busy.fetch_sub(1, Ordering::SeqCst);
+    tally.touch();
+    result
 }
 
 /// One worker's loop: claim, work, next — until the budget is spent or the fleet stops.
@@ -200,9 +272,14 @@ async fn work(
         tally.touch();
         let id = turn.turn().id;
         match work_turn(&turn, assistant, think).await {
-            Ok(counter) => {
+            Ok(Worked::Completed(counter)) => {
                 counter(&tally).fetch_add(1, Ordering::SeqCst);
                 turn.finish();
+            }
+            Ok(Worked::WaitsForTools(calls)) => {
+                // Not completed: the turn comes back (to some worker) with the results.
+                tally.tool_calls.fetch_add(calls, Ordering::SeqCst);
+                tally.give_back();
             }
             Err(e) if e.code() == Some(codes::TURN_FENCED) => {
                 println!("{}: turn {id} was taken away ({e})", worker.name());
@@ -227,13 +304,21 @@ async fn work(
 /// Which counter a worked turn adds to.
 type Counter = fn(&Tally) -> &AtomicUsize;
 
-/// Works one claimed turn to its completing command, after `think` (the model at work;
-/// the lease is renewed meanwhile).
+/// How a claim of a turn ended.
+enum Worked {
+    /// The turn completed: count it here.
+    Completed(Counter),
+    /// The turn waits for this many tool calls; the claim ended.
+    WaitsForTools(usize),
+}
+
+/// Works one claimed turn to its completing command, or to the tool calls it waits for,
+/// after `think` (the model at work; the lease is renewed meanwhile).
 async fn work_turn(
     turn: &TurnHandle,
     assistant: Uuid,
     think: Duration,
-) -> std::result::Result<Counter, Error> {
+) -> std::result::Result<Worked, Error> {
     // The "model" at work, given up when the turn is taken away (or the fleet stops).
     tokio::select! {
         () = tokio::time::sleep(think) => {}
@@ -242,19 +327,23 @@ async fn work_turn(
     match turn.turn().input {
         TurnInput::Message { message_id } => {
             answer_message(turn, assistant, message_id).await?;
-            Ok(|t| &t.messages)
+            Ok(Worked::Completed(|t| &t.messages))
         }
         TurnInput::AutoDecide { .. } => {
             let reply = "No answer yet, so I am going ahead with the plan.";
             let reply_id = format!("decision-in-{}", turn.turn().id);
             decide(turn, assistant, (reply, reply_id), "Went ahead").await?;
-            Ok(|t| &t.decisions)
+            Ok(Worked::Completed(|t| &t.decisions))
         }
         TurnInput::Task { task_id }
         | TurnInput::TaskRetry { task_id, .. }
         | TurnInput::TaskResume { task_id, .. } => {
+            if turn.tool_calls().is_empty() {
+                let calls = start_task(turn, task_id).await?;
+                return Ok(Worked::WaitsForTools(calls));
+            }
             work_task(turn, task_id).await?;
-            Ok(|t| &t.tasks)
+            Ok(Worked::Completed(|t| &t.tasks))
         }
     }
 }
@@ -342,25 +431,84 @@ async fn answer_message(
     Ok(())
 }
 
-/// A task turn: report `WORK_STARTED`, work, report `WORK_COMPLETED` (the turn
-/// completes and the agent's next turn is dispatched), then read the task back.
+/// A task turn's first claim: report `WORK_STARTED`, then ask for the tool (it needs a
+/// person's approval). The report ends the claim: the turn waits for the call's result.
+/// Answers how many calls it waits for.
+async fn start_task(turn: &TurnHandle, task_id: Uuid) -> std::result::Result<usize, Error> {
+    turn.create_task_checkpoint(
+        task_id,
+        CreateTaskCheckpointInput {
+            checkpoint_type: TaskCheckpointType::WorkStarted,
+        },
+    )
+    .idempotency_key(key("work-started", turn))
+    .await?;
+    let instructions = turn
+        .context()
+        .task
+        .as_ref()
+        .map(|t| t.task.task.instructions.as_str().to_string())
+        .unwrap_or_default();
+    // The call's id is the turn's: a report retried after a lost answer is the same batch.
+    let call = ToolCall::new(
+        format!("checks-{}", turn.turn().id),
+        TOOL,
+        serde_json::json!({"task_id": task_id, "instructions": instructions}),
+    )
+    .requires_approval("runs the project's checks on the task's branch")
+    .timeout(Duration::from_secs(60));
+    let suspended = turn.report_tool_calls(call).await?;
+    println!(
+        "turn {} (epoch {}) for task {task_id} waits for {} tool call(s) ({})",
+        turn.turn().id,
+        turn.epoch(),
+        suspended.view.tool_calls.len(),
+        suspended.view.state,
+    );
+    Ok(suspended.view.tool_calls.len())
+}
+
+/// A task turn resumed with its tool's result: report `WORK_COMPLETED` (the turn completes
+/// and the agent's next turn is dispatched), then read the task back. Without the checks
+/// (denied, timed out) the task is completed all the same — a real model would say so.
 async fn work_task(turn: &TurnHandle, task_id: Uuid) -> std::result::Result<(), Error> {
-    let report = |checkpoint_type, what| {
-        turn.create_task_checkpoint(task_id, CreateTaskCheckpointInput { checkpoint_type })
-            .idempotency_key(key(what, turn))
-    };
-    let started = report(TaskCheckpointType::WorkStarted, "work-started").await?;
-    // … the work itself, reported as messages about the task …
-    let completed = report(TaskCheckpointType::WorkCompleted, "work-completed").await?;
+    let outcome: Vec<String> = turn
+        .tool_calls()
+        .iter()
+        .map(|c| match &c.result {
+            Some(r) if r.status == ToolStatus::Success => format!(
+                "{} {}: {}",
+                c.tool_name,
+                r.status,
+                r.output.clone().unwrap_or_default()
+            ),
+            Some(r) => format!(
+                "{} {}: {}",
+                c.tool_name,
+                r.status,
+                r.reason.as_deref().or(r.error.as_deref()).unwrap_or("-")
+            ),
+            None => format!("{} {} without a result", c.tool_name, c.state),
+        })
+        .collect();
+    let completed = turn
+        .create_task_checkpoint(
+            task_id,
+            CreateTaskCheckpointInput {
+                checkpoint_type: TaskCheckpointType::WorkCompleted,
+            },
+        )
+        .idempotency_key(key("work-completed", turn))
+        .await?;
     let view = turn.client().after(&completed).task(task_id).await?;
     println!(
-        "worked turn {} (epoch {}) for task {} (started {}): {} with {} checkpoint(s)",
+        "worked turn {} (epoch {}) for task {}: {} with {} checkpoint(s) [{}]",
         turn.turn().id,
         turn.epoch(),
         task_id,
-        started.entity.id,
         view.task.status,
         view.checkpoints.len(),
+        outcome.join("; "),
     );
     Ok(())
 }

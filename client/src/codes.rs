@@ -38,6 +38,8 @@ pub const TASK_CHECKPOINT_NOT_FOUND: &str = "task_checkpoint_not_found";
 pub const PROJECTION_NOT_FOUND: &str = "projection_not_found";
 /// `404`: no such turn (a path's, or a fence's `PM-Turn-Id`).
 pub const TURN_NOT_FOUND: &str = "turn_not_found";
+/// `404` (WORKERS.md): the turn has no tool call with this `call_id`.
+pub const TOOL_CALL_NOT_FOUND: &str = "tool_call_not_found";
 /// `404`: no such endpoint.
 pub const NOT_FOUND: &str = "not_found";
 /// `405`: the endpoint does not take this method.
@@ -57,6 +59,19 @@ pub const TURN_FENCED: &str = "turn_fenced";
 /// `409`: the turn's state has no such edge (an interrupt of a queued or ended turn, or
 /// one that lost the race to a completion).
 pub const TURN_TRANSITION_NOT_ALLOWED: &str = "turn_transition_not_allowed";
+/// `409` (WORKERS.md): a reported batch reuses a `call_id` of the turn for another call
+/// (the same batch again answers `200` instead).
+pub const TOOL_CALL_EXISTS: &str = "tool_call_exists";
+/// `409` (WORKERS.md): progress or a result for a call that is not executing — it still
+/// waits for approval (INV-TOOL-APPROVAL-BEFORE-EXEC).
+pub const TOOL_CALL_NOT_EXECUTING: &str = "tool_call_not_executing";
+/// `409` (WORKERS.md): an approval or denial of a call that no longer awaits one (another
+/// approver decided, or the approval timed out).
+pub const TOOL_CALL_NOT_AWAITING_APPROVAL: &str = "tool_call_not_awaiting_approval";
+/// `409` (WORKERS.md): the call already has its one result (INV-TOOL-TERMINAL): it was
+/// cancelled, timed out or another executor reported first. The same result again
+/// answers `200` instead.
+pub const TOOL_CALL_TERMINAL: &str = "tool_call_terminal";
 /// `409`: a rebuild of this projection is already running.
 pub const REBUILD_IN_PROGRESS: &str = "rebuild_in_progress";
 /// `413`: the body is too large.

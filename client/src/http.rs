@@ -223,7 +223,7 @@ pub(crate) fn name(raw: &'static str) -> HeaderName {
     HeaderName::from_static(raw)
 }
 
-/// Percent-encodes one path segment (names of processors and projections).
+/// Percent-encodes one path segment (names of processors and projections, tool call ids).
 pub(crate) fn segment(raw: &str) -> String {
     raw.bytes()
         .map(|b| match b {

@@ -23,6 +23,15 @@
 //!   turn_fenced`); shutdown releases held turns. The calls beneath it are
 //!   [`Client::claim`], [`Client::heartbeat`], [`Client::release`],
 //!   [`Client::report_error`], [`Client::report_usage`] and [`CommandRequest::fenced`].
+//! - **Tool calls** — a claimed turn hands itself over to the model's tool calls
+//!   ([`TurnHandle::report_tool_calls`]; its claim ends) and comes back, under a new
+//!   claim, with every call's result ([`TurnHandle::tool_calls`]). Approvers follow the
+//!   calls waiting for them and approve or deny ([`Client::approvals`], [`Approvals`]);
+//!   an [`Executor`] runs the executing calls with your handler, reporting progress and
+//!   results, each call once, and stops like a worker. The calls beneath:
+//!   [`Client::report_tool_calls`], [`Client::approve_tool_call`],
+//!   [`Client::deny_tool_call`], [`Client::report_tool_progress`],
+//!   [`Client::report_tool_result`], [`Reader::tool_call`], [`Reader::tool_calls`].
 //! - **Operator controls** — pause, resume, archive a session, kill an agent, interrupt a
 //!   turn ([`Client::pause_session`], …, [`Client::interrupt_turn`]).
 //! - **Ids offline** — [`ids`]: the UUIDv5 derivations of external identities.
@@ -30,8 +39,9 @@
 //!   [`code`](Error::code) ([`codes`]).
 //!
 //! Configure with [`Client::builder`], or [`Client::from_env`] (`PM_URL`, `PM_TOKEN`).
-//! The programs in `client/examples/` (`ingress`, `llm_service`, `analyst`) are complete
-//! versions of the sketches below (`llm_service` of the worker's).
+//! The programs in `client/examples/` (`ingress`, `llm_service`, `approver`, `analyst`)
+//! are complete versions of the sketches below (`llm_service` of the worker's and the
+//! executor's).
 //!
 //! ## An ingress service (role `ingress`)
 //!
@@ -114,6 +124,49 @@
 //!         Err(e) => drop(turn.report_error("worker_error", &e.to_string()).await),
 //!     }
 //! }
+//! # Ok(()) }
+//! ```
+//!
+//! ## Tools that need a person's approval (roles `llm`; `admin` or `ingress`)
+//!
+//! The worker reports the model's tool call and drops the turn; a person approves it; an
+//! executor (here in the worker's process) runs it; the turn comes back to some worker
+//! with the call's result.
+//!
+//! ```no_run
+//! use pm_client::{Client, Executor, ToolCall, ToolResult, TurnHandle};
+//!
+//! async fn work(turn: TurnHandle) -> Result<(), pm_client::Error> {
+//!     if turn.tool_calls().is_empty() {
+//!         let call = ToolCall::new("call-1", "shell", serde_json::json!({"cmd": "cargo test"}))
+//!             .requires_approval("runs a shell command");
+//!         turn.report_tool_calls(call).await?; // the claim ends here
+//!         return Ok(());
+//!     }
+//!     // Resumed: turn.tool_calls() has every call with its result; answer and complete.
+//!     Ok(())
+//! }
+//!
+//! # async fn run() -> Result<(), pm_client::Error> {
+//! // The executor (role llm), beside the workers:
+//! let executor = Executor::builder(Client::from_env()?).tools(["shell"]).build()?;
+//! tokio::spawn({
+//!     let executor = executor.clone();
+//!     async move {
+//!         executor
+//!             .run(|call, run| async move {
+//!                 let _ = run.stdout("running\n").await;
+//!                 ToolResult::success(serde_json::json!({"exit_code": 0, "args": call.arguments}))
+//!             })
+//!             .await
+//!     }
+//! });
+//! // The approver (role admin, or an ingress relaying a person):
+//! let approvals = pm_client::Client::from_env()?.approvals();
+//! for call in approvals.pending().await? {
+//!     approvals.approve(&call, Some("alice")).await?;
+//! }
+//! executor.shutdown().await; // running calls get their grace to report
 //! # Ok(()) }
 //! ```
 //!
@@ -204,6 +257,7 @@ pub mod ids;
 mod position;
 mod reads;
 mod retry;
+mod tools;
 mod turns;
 mod worker;
 
@@ -217,9 +271,10 @@ pub use events::{
 pub use position::{InvalidPosition, Position};
 pub use reads::{
     AgentQuery, AnomalyQuery, CheckpointQuery, ConversationQuery, ConversationTaskQuery, ListQuery,
-    MessageQuery, Paging, Reader, TaskQuery, TurnQuery,
+    MessageQuery, Paging, Reader, TaskQuery, ToolCallQuery, TurnQuery,
 };
 pub use retry::{is_retryable, parse_retry_after, RetryPolicy};
+pub use tools::{Approvals, Executor, ExecutorBuilder, ToolBatch, ToolCall, ToolResult, ToolRun};
 pub use turns::{ClaimContext, ClaimRequest, ClaimedTurn, Heartbeat, TurnFence};
 pub use worker::{TurnHandle, Worker, WorkerBuilder};
 
@@ -230,7 +285,8 @@ pub use pm_application::commands::{
 };
 pub use pm_application::fact::Fact;
 pub use pm_application::views::{
-    AgentView, AnomalyInstance, AnomalyView, LeaseView, SessionView, TurnView,
+    AgentView, AnomalyInstance, AnomalyView, LeaseView, SessionView, ToolCallView, ToolResultView,
+    TurnView,
 };
 pub use pm_application::views::{
     ConversationView, CycleTime, GroupKey, LatestCheckpoint, Page, ParkedEvent, ProcessorLag,
@@ -244,8 +300,8 @@ pub use pm_domain::message::MessageAdded;
 pub use pm_domain::saga::rune::agent::names::AGENT_TURN_DISPATCHED;
 pub use pm_domain::saga::rune::agent::TurnDispatched;
 pub use pm_domain::saga::{
-    AgentRole, AgentState, ConversationState, HeadStatus, SessionState, TurnInput, TurnKind,
-    TurnState,
+    AgentRole, AgentState, ConversationState, HeadStatus, SessionState, ToolCallState, ToolStatus,
+    ToolStream, TurnInput, TurnKind, TurnState,
 };
 pub use pm_domain::task::{TaskCheckpointCreated, TaskCreated};
 pub use pm_domain::types::{ActorKind, CheckpointType, TaskCheckpointType, TaskStatus};

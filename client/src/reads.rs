@@ -7,7 +7,7 @@ mod queries;
 use futures::{Stream, StreamExt, TryStreamExt};
 use pm_application::views::{
     AgentView, AnomalyView, ConversationView, Page, SessionView, StatsGroup, TaskCheckpointView,
-    TaskDetail, TaskStatsView, TurnView,
+    TaskDetail, TaskStatsView, ToolCallView, TurnView,
 };
 use pm_domain::actor::ActorRegistered;
 use pm_domain::checkpoint::ConversationCheckpointCreated;
@@ -17,10 +17,10 @@ use uuid::Uuid;
 
 pub use queries::{
     AgentQuery, AnomalyQuery, CheckpointQuery, ConversationQuery, ConversationTaskQuery, ListQuery,
-    MessageQuery, Paging, TaskQuery, TurnQuery,
+    MessageQuery, Paging, TaskQuery, ToolCallQuery, TurnQuery,
 };
 
-use crate::http::Call;
+use crate::http::{segment, Call};
 use crate::{Client, Error, Position, Written};
 use queries::Params;
 
@@ -247,6 +247,24 @@ impl Reader {
     /// # Errors
     /// The [`Error`]s of any call.
     pub async fn turns(&self, query: &TurnQuery) -> Result<Page<TurnView>, Error> {
+        self.list(query).await
+    }
+
+    /// `GET /v1/turns/{turn_id}/tool-calls/{call_id}`: one tool call, its state and
+    /// result.
+    ///
+    /// # Errors
+    /// `404 turn_not_found` or `tool_call_not_found`, and the [`Error`]s of any call.
+    pub async fn tool_call(&self, turn_id: Uuid, call_id: &str) -> Result<ToolCallView, Error> {
+        let path = format!("/v1/turns/{turn_id}/tool-calls/{}", segment(call_id));
+        self.get(path, Vec::new()).await
+    }
+
+    /// `GET /v1/tool-calls`: one page, oldest first ([`ToolCallQuery`]).
+    ///
+    /// # Errors
+    /// The [`Error`]s of any call.
+    pub async fn tool_calls(&self, query: &ToolCallQuery) -> Result<Page<ToolCallView>, Error> {
         self.list(query).await
     }
 

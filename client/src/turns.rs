@@ -60,7 +60,7 @@ struct UsageBody {
     output_tokens: u64,
 }
 
-fn json(body: &impl Serialize) -> Result<Vec<u8>, Error> {
+pub(crate) fn json(body: &impl Serialize) -> Result<Vec<u8>, Error> {
     serde_json::to_vec(body)
         .map_err(|e| Error::InvalidInput(format!("the body does not serialize: {e}")))
 }
@@ -71,7 +71,7 @@ pub(crate) fn millis(d: Duration) -> u64 {
 }
 
 /// A text the service takes as a label (1–1024 bytes, not blank, no NUL).
-fn checked<'a>(what: &str, text: &'a str) -> Result<&'a str, Error> {
+pub(crate) fn checked<'a>(what: &str, text: &'a str) -> Result<&'a str, Error> {
     Label::parse(text)
         .map(|_| text)
         .map_err(|e| Error::InvalidInput(format!("{what}: {e}")))
@@ -223,7 +223,7 @@ impl Client {
     }
 
     /// A report on the fence's turn, carrying the fence.
-    fn report_call(
+    pub(crate) fn report_call(
         &self,
         fence: TurnFence,
         what: &str,
@@ -235,7 +235,7 @@ impl Client {
         Ok(call)
     }
 
-    async fn turn_answer(&self, call: Call) -> Result<Controlled<TurnView>, Error> {
+    pub(crate) async fn turn_answer(&self, call: Call) -> Result<Controlled<TurnView>, Error> {
         let answer = self.inner.send(&call).await?;
         Ok(Controlled {
             view: answer.json(&call.path)?,

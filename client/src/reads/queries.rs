@@ -3,10 +3,12 @@
 //! [`Reader::walk`](crate::Reader::walk) serve them all.
 
 use chrono::{DateTime, Utc};
-use pm_application::views::{AgentView, AnomalyView, ConversationView, TaskView, TurnView};
+use pm_application::views::{
+    AgentView, AnomalyView, ConversationView, TaskView, ToolCallView, TurnView,
+};
 use pm_domain::checkpoint::ConversationCheckpointCreated;
 use pm_domain::message::MessageAdded;
-use pm_domain::saga::{AgentState, TurnState};
+use pm_domain::saga::{AgentState, ToolCallState, TurnState};
 use pm_domain::types::{CheckpointType, TaskStatus};
 use serde::de::DeserializeOwned;
 use uuid::Uuid;
@@ -228,6 +230,19 @@ list_query! { root
     task_id: Uuid => "task_id", Uuid::to_string;
     /// Turns in this state.
     state: TurnState => "state", |s| s.as_str().into();
+}
+
+list_query! { root
+    /// `GET /v1/tool-calls`, oldest first: approvers look for `awaiting_approval`,
+    /// executors for `executing` (see [`Approvals`](crate::Approvals) and
+    /// [`Executor`](crate::Executor), which poll these).
+    ToolCallQuery => ToolCallView, "/v1/tool-calls";
+    /// Calls in this state.
+    state: ToolCallState => "state", |s| s.as_str().into();
+    /// Calls of this conversation's turns.
+    conversation_id: Uuid => "conversation_id", Uuid::to_string;
+    /// Calls of this turn.
+    turn_id: Uuid => "turn_id", Uuid::to_string;
 }
 
 list_query! { root

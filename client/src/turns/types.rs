@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use pm_application::views::{ConversationView, TaskDetail, TurnView};
+use pm_application::views::{ConversationView, TaskDetail, ToolCallView, TurnView};
 use pm_domain::checkpoint::ConversationCheckpointCreated;
 use pm_domain::message::MessageAdded;
 use pm_domain::saga::TurnKind;
@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use super::millis;
 use crate::http::name;
-use crate::{Position, RawJson};
+use crate::Position;
 
 /// What a claim may take and for how long: `POST /v1/turns/claim`'s body. Every field is
 /// optional; the filters narrow the turns a claim may take.
@@ -180,9 +180,19 @@ pub struct ClaimContext {
     pub checkpoint: Option<ConversationCheckpointCreated>,
     /// The task of a task turn, with its status and history.
     pub task: Option<TaskDetail>,
-    /// The turn's tool calls with their results, as sent (empty at first).
+    /// The turn's tool calls with their results, in the order it reported them: empty on
+    /// a turn's first claim; on the claim of a turn that resumed after its calls
+    /// finished, every call with its `result` — what the model asked for and what came
+    /// back.
     #[serde(default)]
-    pub tool_calls: Vec<RawJson>,
+    pub tool_calls: Vec<ToolCallView>,
+}
+
+impl ClaimContext {
+    /// The turn's call `call_id`, if it reported one.
+    pub fn tool_call(&self, call_id: &str) -> Option<&ToolCallView> {
+        self.tool_calls.iter().find(|c| c.call_id == call_id)
+    }
 }
 
 /// The answer of a heartbeat: the lease's new end.

@@ -7,14 +7,16 @@ use chrono::{DateTime, Utc};
 use pm_application::commands::{
     AddMessageInput, CreateConversationCheckpointInput, CreateTaskCheckpointInput, CreateTaskInput,
 };
-use pm_application::views::TurnView;
+use pm_application::views::{ToolCallView, TurnView};
 use pm_domain::checkpoint::ConversationCheckpointCreated;
 use pm_domain::message::MessageAdded;
 use pm_domain::task::{TaskCheckpointCreated, TaskCreated};
 use uuid::Uuid;
 
 use super::lease::Lease;
-use crate::{ClaimContext, ClaimedTurn, Client, CommandRequest, Controlled, Error, TurnFence};
+use crate::{
+    ClaimContext, ClaimedTurn, Client, CommandRequest, Controlled, Error, ToolBatch, TurnFence,
+};
 
 /// A turn this worker holds, from [`Worker::next`](crate::Worker::next).
 ///
@@ -28,8 +30,9 @@ use crate::{ClaimContext, ClaimedTurn, Client, CommandRequest, Controlled, Error
 ///
 /// End it with the command that completes the turn (a conversation checkpoint; a task's
 /// `WORK_COMPLETED` or `WORK_PAUSED`) followed by [`finish`](TurnHandle::finish), or with
-/// [`release`](TurnHandle::release) or [`report_error`](TurnHandle::report_error).
-/// Dropping an unfinished handle releases the turn in the background (best effort: if
+/// [`release`](TurnHandle::release) or [`report_error`](TurnHandle::report_error) — or
+/// hand it over to tool calls with [`report_tool_calls`](TurnHandle::report_tool_calls):
+/// it comes back under a new claim once they have their results. Dropping an unfinished handle releases the turn in the background (best effort: if
 /// that fails, the lease expires), so another worker gets it at once.
 #[derive(Debug)]
 pub struct TurnHandle {
@@ -172,6 +175,74 @@ impl TurnHandle {
             .await;
         if let Err(e) = &answer {
             self.lease.observe(e);
+        }
+        answer
+    }
+
+    /// The turn's tool calls as the claim found them: none on its first claim; on the
+    /// claim of a turn that resumed after its tool calls, every call with its `result`
+    /// (`success` with the tool's output, `error`, `timeout`, `cancelled`, or `denied`
+    /// with the approver's reason) — what the model needs to go on.
+    pub fn tool_calls(&self) -> &[ToolCallView] {
+        &self.claim.context.tool_calls
+    }
+
+    /// Hands the turn over to tool calls ([`Client::report_tool_calls`], fenced by the
+    /// claim): the turn waits for the calls (`tool_executing`) and **the claim ends** —
+    /// the heartbeat stops, nothing is released, and the handle's later commands fail at
+    /// once with `turn_fenced` (as after [`finish`](TurnHandle::finish)). Once every call
+    /// has its result (approved and executed, denied, timed out), the turn is claimable
+    /// again: some worker's [`next`](crate::Worker::next) gets it under a higher epoch,
+    /// with the calls and their results in [`tool_calls`](TurnHandle::tool_calls). Drop
+    /// the handle (or call `finish`) and go on to other work meanwhile.
+    ///
+    /// A failed report leaves the claim held (its heartbeat running again) unless the
+    /// service said the claim is gone, so the worker may report the error, release the
+    /// turn or try again.
+    ///
+    /// ```no_run
+    /// # async fn run(turn: pm_client::TurnHandle) -> Result<(), pm_client::Error> {
+    /// use pm_client::{ToolCall, ToolStatus};
+    ///
+    /// if turn.tool_calls().is_empty() {
+    ///     // The model wants to run a command: ask for approval, wait for the result.
+    ///     let call = ToolCall::new("call-1", "shell", serde_json::json!({"cmd": "cargo test"}))
+    ///         .requires_approval("runs a shell command");
+    ///     turn.report_tool_calls(call).await?;
+    ///     return Ok(()); // the turn comes back through Worker::next once it has its result
+    /// }
+    /// let passed = turn.tool_calls().iter().all(|c| {
+    ///     c.result.as_ref().is_some_and(|r| r.status == ToolStatus::Success)
+    /// });
+    /// // … let the model answer with what the tools said, complete the turn …
+    /// # let _ = passed; Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a batch the service would refuse (nothing sent), `409
+    /// turn_fenced` when the claim was lost or ended, `409 tool_call_exists` for a
+    /// `call_id` the turn used for another call, and the [`Error`]s of any call.
+    pub async fn report_tool_calls(
+        &self,
+        batch: impl Into<ToolBatch>,
+    ) -> Result<Controlled<TurnView>, Error> {
+        self.lease.check()?;
+        self.lease.stop_heartbeat();
+        let answer = self
+            .lease
+            .client
+            .report_tool_calls(self.lease.fence, batch)
+            .await;
+        match &answer {
+            Ok(_) => {
+                self.lease.end("reported tool calls on");
+            }
+            Err(e) => {
+                self.lease.observe(e);
+                if self.lease.is_held() {
+                    self.lease.start_heartbeat();
+                }
+            }
         }
         answer
     }

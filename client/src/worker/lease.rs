@@ -163,7 +163,9 @@ impl Lease {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(task.abort_handle());
     }
 
-    fn stop_heartbeat(&self) {
+    /// Stops renewing the lease without ending the claim (a report that ends the lease
+    /// itself is on its way: a heartbeat racing it would only be refused).
+    pub(crate) fn stop_heartbeat(&self) {
         let task = self
             .heartbeat
             .lock()

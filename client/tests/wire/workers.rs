@@ -11,12 +11,12 @@ use pm_client::{
 use crate::client;
 use crate::fake::{problem, Fake, Reply, Seen};
 
-const TURN: &str = "0190a0b0-0000-7000-8000-0000000000a1";
+pub(crate) const TURN: &str = "0190a0b0-0000-7000-8000-0000000000a1";
 const CONVERSATION: &str = "0190a0b0-0000-7000-8000-000000000001";
 const ACTOR: &str = "0190a0b0-0000-7000-8000-000000000009";
 
 /// A turn view, `streaming` under epoch 2 (claimed by `w-1`) or released.
-fn turn_view(leased: bool) -> String {
+pub(crate) fn turn_view(leased: bool) -> String {
     let lease = if leased {
         r#"{"worker":"w-1","turn_epoch":2,"lease_expires_at":"2026-11-22T05:35:57.123456Z"}"#
     } else {
@@ -27,7 +27,7 @@ fn turn_view(leased: bool) -> String {
     )
 }
 
-fn claimed() -> Reply {
+pub(crate) fn claimed() -> Reply {
     let body = format!(
         r#"{{"turn":{},"turn_epoch":2,"lease_expires_at":"2026-11-22T05:35:57.123456Z","worker":"w-1","context":{{"conversation":null,"message":null,"checkpoint":null,"task":null,"tool_calls":[]}}}}"#,
         turn_view(true)
@@ -39,12 +39,12 @@ fn fence() -> TurnFence {
     TurnFence::new(TURN.parse().expect("uuid"), 2)
 }
 
-fn is(seen: &Seen, path: &str) -> bool {
+pub(crate) fn is(seen: &Seen, path: &str) -> bool {
     seen.target == format!("/v1/turns/{TURN}/{path}")
 }
 
 /// Waits up to 3 s for a request to `path`.
-async fn wait_for(fake: &Fake, path: &str) -> Seen {
+pub(crate) async fn wait_for(fake: &Fake, path: &str) -> Seen {
     let deadline = Instant::now() + Duration::from_secs(3);
     loop {
         if let Some(seen) = fake.seen().into_iter().find(|s| is(s, path)) {
@@ -55,7 +55,7 @@ async fn wait_for(fake: &Fake, path: &str) -> Seen {
     }
 }
 
-fn say() -> AddMessageInput {
+pub(crate) fn say() -> AddMessageInput {
     AddMessageInput {
         actor_id: ACTOR.parse().expect("uuid"),
         content: text("on it").expect("text"),

@@ -1,6 +1,7 @@
-//! The three example programs of `pm-client` against a live service with their roles'
-//! tokens: each exits 0 and did what it says — checked in the service's state — and
-//! running the writers again writes nothing (they are idempotent).
+//! The example programs of `pm-client` against a live service with their roles' tokens:
+//! each exits 0 and did what it says — checked in the service's state — and running the
+//! writers again writes nothing (they are idempotent). The LLM service's task turns wait
+//! for a tool call that needs approval: the approver runs beside it.
 //!
 //! The programs are the ones `cargo test -p pm-client` (or `--workspace`) builds into
 //! `target/<profile>/examples/`; when they are missing or older than their sources, this
@@ -13,7 +14,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use pm_client::{
     ids, ActorKind, AnomalyQuery, CheckpointQuery, ClaimRequest, ConversationTaskQuery,
-    MessageQuery, TaskStatus, TurnInput, TurnQuery, TurnState,
+    MessageQuery, TaskStatus, ToolCallQuery, ToolCallState, ToolStatus, TurnInput, TurnQuery,
+    TurnState,
 };
 use pm_tests::{on_both_backends, TestDb, TestService, ADMIN, ANALYST, INGRESS, LLM};
 
@@ -103,7 +105,7 @@ async fn run(svc: &TestService, name: &str, token: &str, args: &[&str]) -> Strin
     stdout
 }
 
-async fn the_three_examples_do_what_they_say(db: TestDb) {
+async fn the_examples_do_what_they_say(db: TestDb) {
     let svc = start(&db).await;
     let thread = format!("thread-{}", db.kind);
     let out = run(
@@ -135,14 +137,33 @@ async fn the_three_examples_do_what_they_say(db: TestDb) {
     .await;
     assert_eq!(log_len(&svc).await, after_ingress);
 
-    // A fleet of four workers claims the assistant's turns until six are worked.
+    // A fleet of four workers claims the assistant's turns until six are completed. Each
+    // task turn waits for a `run_checks` call that needs approval; the approver (an
+    // ingress relaying a person) denies the one about item 2 and approves the others,
+    // which the fleet's executor runs; the resumed turns complete the tasks.
     let args = ["--workers", "4", "--max-turns", "6", "--timeout-secs", "60"];
-    let out = run(&svc, "llm_service", LLM, &args).await;
+    let approver_args = [
+        "--deny",
+        "item 2",
+        "--max-calls",
+        "3",
+        "--timeout-secs",
+        "60",
+    ];
+    let (out, decided) = tokio::join!(
+        run(&svc, "llm_service", LLM, &args),
+        run(&svc, "approver", INGRESS, &approver_args),
+    );
     assert!(
         out.contains("worked 3 message turns and 3 task turns"),
         "{out}"
     );
+    assert!(out.contains("3 tool calls reported, 2 run"), "{out}");
     assert!(out.contains("released 0 turn(s)"), "{out}");
+    assert!(
+        decided.contains("approved 2, denied 1 call(s); 0 decided elsewhere"),
+        "{decided}"
+    );
     let after_llm = log_len(&svc).await;
     assert_eq!(
         after_llm,
@@ -213,6 +234,36 @@ async fn the_three_examples_do_what_they_say(db: TestDb) {
         .collect();
     assert_eq!(worked.len(), 3, "{:?}", turns.items);
     assert!(worked.iter().all(|t| t.state == TurnState::Completed));
+    // Each task turn was claimed twice: before its tool call and after its result.
+    assert!(worked.iter().all(|t| t.claims == 2), "{worked:?}");
+    let mut results: Vec<ToolStatus> = worked
+        .iter()
+        .flat_map(|t| &t.tool_calls)
+        .filter_map(|c| c.result.as_ref().map(|r| r.status))
+        .collect();
+    results.sort_by_key(|s| s.as_str());
+    assert_eq!(
+        results,
+        [ToolStatus::Denied, ToolStatus::Success, ToolStatus::Success]
+    );
+    let calls = read
+        .tool_calls(&ToolCallQuery::new().conversation_id(cid))
+        .await
+        .expect("tool calls");
+    assert_eq!(calls.items.len(), 3);
+    for call in &calls.items {
+        assert_eq!(call.tool_name, "run_checks");
+        assert!(call.requires_approval);
+        match call.state {
+            ToolCallState::Success => {
+                assert_eq!(call.approver.as_deref(), Some("example-approver"));
+            }
+            ToolCallState::Denied => {
+                assert!(call.arguments.to_string().contains("item 2"), "{call:?}");
+            }
+            other => panic!("{other}: {call:?}"),
+        }
+    }
     let anomalies = read
         .anomalies(&AnomalyQuery::new().conversation_id(cid))
         .await
@@ -320,6 +371,6 @@ async fn the_llm_fleet_releases_its_turns_on_ctrl_c(db: TestDb) {
 }
 
 on_both_backends!(
-    the_three_examples_do_what_they_say,
+    the_examples_do_what_they_say,
     the_llm_fleet_releases_its_turns_on_ctrl_c,
 );

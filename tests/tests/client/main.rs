@@ -1,7 +1,8 @@
 //! Black-box tests of `pm-client`: the client against the real service on port 0, on
 //! SQLite and on a fresh PostgreSQL database — every command and read, idempotency,
 //! read-your-writes, the log and its follower across a service restart, workers (claims,
-//! heartbeats, fenced commands, releases), and the three example programs.
+//! heartbeats, fenced commands, releases), tool calls (approvals, the executor, resumed
+//! turns), and the example programs.
 //!
 //! ```sh
 //! cargo test -p pm-client                # unit, wire and doc tests; builds the examples
@@ -22,6 +23,7 @@ mod pages;
 mod reads;
 mod resume;
 mod sagas;
+mod tools;
 mod workers;
 
 use futures::StreamExt;
