@@ -251,6 +251,7 @@ impl Application {
             shutdown: CancellationToken::new(),
             log_poll: config.log_poll(),
             max_body_bytes: config.max_body_bytes,
+            mcp: config.mcp(),
         });
         let listener = bind(config.bind).map_err(|e| StartError::Bind(config.bind, e))?;
         let addr = listener

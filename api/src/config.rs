@@ -41,6 +41,26 @@ pub struct Config {
     #[arg(long, env = "PM_MAX_BODY_BYTES", default_value_t = 1024 * 1024)]
     pub max_body_bytes: usize,
 
+    /// `Host` names (or `host:port`) the MCP endpoint `/mcp` accepts, comma-separated
+    /// (DNS-rebinding protection); empty: loopback only (`localhost`, `127.0.0.1`, `::1`).
+    #[arg(
+        long,
+        env = "PM_MCP_ALLOWED_HOSTS",
+        default_value = "",
+        hide_default_value = true
+    )]
+    pub mcp_allowed_hosts: String,
+
+    /// Browser origins `/mcp` accepts (`https://app.example.com:443`, `http://localhost:*`),
+    /// comma-separated; empty: requests carrying `Origin` are not checked.
+    #[arg(
+        long,
+        env = "PM_MCP_ALLOWED_ORIGINS",
+        default_value = "",
+        hide_default_value = true
+    )]
+    pub mcp_allowed_origins: String,
+
     /// Database connections in the pool. Each replica holds this many plus 2 (processor
     /// ownership, the LISTEN doorbell); replicas × (pool + 2) must stay below PostgreSQL's
     /// `max_connections` minus its reserved ones (a warning at start says how many fit).
@@ -249,6 +269,21 @@ impl Config {
     /// The poll interval of idle event streams.
     pub fn log_poll(&self) -> Duration {
         Duration::from_millis(self.log_poll_ms.max(10))
+    }
+
+    /// The MCP endpoint's `Host` and `Origin` checks.
+    pub fn mcp(&self) -> crate::mcp::McpSettings {
+        let list = |raw: &str| {
+            raw.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect()
+        };
+        crate::mcp::McpSettings {
+            allowed_hosts: list(&self.mcp_allowed_hosts),
+            allowed_origins: list(&self.mcp_allowed_origins),
+        }
     }
 
     /// The settings the saga machines decide with.

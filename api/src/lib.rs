@@ -14,6 +14,7 @@ pub mod extract;
 #[cfg(feature = "failpoints")]
 pub mod failpoint;
 pub mod logging;
+pub mod mcp;
 pub mod metrics;
 pub mod openapi;
 pub mod routes;

@@ -15,7 +15,7 @@ use crate::routes::{admin, commands, events, ops, queries, sagas};
 /// The API description.
 #[derive(OpenApi)]
 #[openapi(
-    info(title = "project-manager", description = "Event-sourced CQRS service: conversations, checkpoints, tasks, messages, the global event log, and the session, agent and turn machines that run on them."),
+    info(title = "project-manager", description = "Event-sourced CQRS service: conversations, checkpoints, tasks, messages, the global event log, and the session, agent and turn machines that run on them. A Model Context Protocol server at /mcp (Streamable HTTP, the same bearer tokens; docs/MCP.md) exposes the commands, the turn reports and the reads as tools a model calls, fenced by PM-Turn-Id and PM-Turn-Epoch like HTTP."),
     paths(
         commands::register_actor,
         commands::start_conversation,

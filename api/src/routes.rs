@@ -66,8 +66,20 @@ fn with_failpoints(route: MethodRouter<AppState>) -> MethodRouter<AppState> {
     route
 }
 
-/// The whole application router, built from [`table::endpoints`].
+/// The whole application router: the HTTP API ([`api`]) and `/mcp` ([`crate::mcp`]),
+/// whose tools call the HTTP API, behind the same tokens (any role may connect).
 pub fn router(state: AppState) -> Router {
+    let api = api(state.clone());
+    let mcp = crate::mcp::service(api.clone(), &state.mcp);
+    let guard = middleware::from_fn_with_state(state, guard(READERS));
+    api.route_service(
+        "/mcp",
+        tower::ServiceBuilder::new().layer(guard).service(mcp),
+    )
+}
+
+/// The HTTP API, built from [`table::endpoints`].
+fn api(state: AppState) -> Router {
     let mut router = Router::new();
     for endpoint in table::endpoints() {
         router = router.route(

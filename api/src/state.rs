@@ -61,6 +61,8 @@ pub struct Shared {
     pub log_poll: Duration,
     /// Largest accepted request body.
     pub max_body_bytes: usize,
+    /// The MCP endpoint's `Host` and `Origin` checks.
+    pub mcp: crate::mcp::McpSettings,
     /// Queries over the read model and the saga rows, with read-your-writes.
     pub queries: Queries<ReadModel, SagaReads, DbProcessorStore, DbLogReader>,
     /// Processor cursors, leases and parked events.

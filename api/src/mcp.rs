@@ -1,0 +1,132 @@
+//! `/mcp`: the Model Context Protocol server (Streamable HTTP, the official Rust SDK
+//! `rmcp`), so a model works its turn through tools (docs/MCP.md).
+//!
+//! It sits behind the same bearer tokens as the HTTP API (any role may connect; each sees
+//! only the tools its role may call), and each tool is one HTTP endpoint called on the
+//! service's own router with the caller's `Authorization` and its `PM-Turn-Id` /
+//! `PM-Turn-Epoch` headers ([`tools`]): a turn-scoped connection's writes are fenced to
+//! that turn exactly as HTTP commands are, and a refusal is a tool result with `isError`
+//! carrying the problem — never a protocol error.
+
+pub mod tools;
+
+use std::sync::Arc;
+
+use axum::http::request::Parts;
+use axum::http::HeaderMap;
+use axum::Router;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::json;
+
+use crate::auth::Caller;
+
+/// What the server tells a model runtime at `initialize`.
+const INSTRUCTIONS: &str = "project-manager: conversations, checkpoints, tasks and messages, and \
+the turns an LLM service works. A worker claims a turn (claim_turn), then works it on a \
+connection that sends the headers PM-Turn-Id and PM-Turn-Epoch: its messages, checkpoints, \
+tasks and reports are fenced to that claim. A refusal is a tool result with isError and the \
+problem's code and detail (e.g. turn_fenced: the claim no longer holds the turn; stop working it).";
+
+/// The MCP handler of one connection: the service's router (without `/mcp`) its tools call.
+#[derive(Clone)]
+pub struct PmMcp {
+    router: Router,
+}
+
+/// Where the MCP server answers, and which `Host` and `Origin` it accepts.
+#[derive(Debug, Clone, Default)]
+pub struct McpSettings {
+    /// `Host` names (or `host:port`) accepted; empty: loopback only (the SDK's default).
+    pub allowed_hosts: Vec<String>,
+    /// Browser origins accepted; empty: a request carrying `Origin` is not checked.
+    pub allowed_origins: Vec<String>,
+}
+
+/// The `/mcp` service over `router` (the HTTP API it calls).
+pub fn service(
+    router: Router,
+    settings: &McpSettings,
+) -> StreamableHttpService<PmMcp, LocalSessionManager> {
+    let mut config = StreamableHttpServerConfig::default();
+    if !settings.allowed_hosts.is_empty() {
+        config = config.with_allowed_hosts(settings.allowed_hosts.clone());
+    }
+    if !settings.allowed_origins.is_empty() {
+        config = config.with_allowed_origins(settings.allowed_origins.clone());
+    }
+    let handler = PmMcp { router };
+    StreamableHttpService::new(
+        move || Ok(handler.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    )
+}
+
+/// The HTTP request's parts the SDK hands each MCP request (headers, and the caller the
+/// guard authenticated).
+fn parts(context: &RequestContext<RoleServer>) -> Option<&Parts> {
+    context.extensions.get::<Parts>()
+}
+
+fn caller(context: &RequestContext<RoleServer>) -> Caller {
+    parts(context)
+        .and_then(|p| p.extensions.get::<Caller>().copied())
+        .unwrap_or(Caller(None))
+}
+
+impl ServerHandler for PmMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new(
+                "project-manager",
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let caller = caller(&context);
+        let tools = tools::TOOLS
+            .iter()
+            .filter(|t| t.allows(caller))
+            .map(tools::McpTool::describe)
+            .collect();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let Some(tool) = tools::TOOLS.iter().find(|t| t.name == request.name) else {
+            return Ok(CallToolResult::structured_error(json!({
+                "type": "about:blank", "title": "Not Found", "status": 404, "code": "not_found",
+                "detail": format!("no tool {}", request.name),
+            }))
+            .into());
+        };
+        let caller = caller(&context);
+        if !tool.allows(caller) {
+            return Ok(CallToolResult::structured_error(json!({
+                "type": "about:blank", "title": "Forbidden", "status": 403, "code": "forbidden",
+                "detail": format!("the role {} may not call {}", caller.role_name(), tool.name),
+            }))
+            .into());
+        }
+        let headers = parts(&context).map_or_else(HeaderMap::new, |p| p.headers.clone());
+        let arguments = request.arguments.unwrap_or_default();
+        Ok(tool.call(&self.router, &headers, arguments).await.into())
+    }
+}
