@@ -8,6 +8,8 @@
 //! that turn exactly as HTTP commands are, and a refusal is a tool result with `isError`
 //! carrying the problem — never a protocol error.
 
+pub mod prompts;
+pub mod resources;
 pub mod tools;
 
 use std::sync::Arc;
@@ -15,9 +17,12 @@ use std::sync::Arc;
 use axum::http::request::Parts;
 use axum::http::HeaderMap;
 use axum::Router;
+use pm_application::log::tail::LogTail;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, GetPromptRequestParams,
+    GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    ServerCapabilities, ServerConfig, SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -34,10 +39,13 @@ connection that sends the headers PM-Turn-Id and PM-Turn-Epoch: its messages, ch
 tasks and reports are fenced to that claim. A refusal is a tool result with isError and the \
 problem's code and detail (e.g. turn_fenced: the claim no longer holds the turn; stop working it).";
 
-/// The MCP handler of one connection: the service's router (without `/mcp`) its tools call.
+/// The MCP handler of one connection: the service's router (without `/mcp`) its tools,
+/// resources and prompts call; the log's tail and the subscriptions it feeds.
 #[derive(Clone)]
 pub struct PmMcp {
     router: Router,
+    tail: LogTail,
+    subscriptions: resources::Subscriptions,
 }
 
 /// Where the MCP server answers, and which `Host` and `Origin` it accepts.
@@ -49,10 +57,12 @@ pub struct McpSettings {
     pub allowed_origins: Vec<String>,
 }
 
-/// The `/mcp` service over `router` (the HTTP API it calls).
+/// The `/mcp` service over `router` (the HTTP API it calls), notifying subscribers from
+/// `tail`.
 pub fn service(
     router: Router,
     settings: &McpSettings,
+    tail: LogTail,
 ) -> StreamableHttpService<PmMcp, LocalSessionManager> {
     let mut config = StreamableHttpServerConfig::default();
     if !settings.allowed_hosts.is_empty() {
@@ -61,7 +71,11 @@ pub fn service(
     if !settings.allowed_origins.is_empty() {
         config = config.with_allowed_origins(settings.allowed_origins.clone());
     }
-    let handler = PmMcp { router };
+    let handler = PmMcp {
+        router,
+        tail,
+        subscriptions: resources::Subscriptions::default(),
+    };
     StreamableHttpService::new(
         move || Ok(handler.clone()),
         Arc::new(LocalSessionManager::default()),
@@ -75,6 +89,10 @@ fn parts(context: &RequestContext<RoleServer>) -> Option<&Parts> {
     context.extensions.get::<Parts>()
 }
 
+fn headers(context: &RequestContext<RoleServer>) -> HeaderMap {
+    parts(context).map_or_else(HeaderMap::new, |p| p.headers.clone())
+}
+
 fn caller(context: &RequestContext<RoleServer>) -> Caller {
     parts(context)
         .and_then(|p| p.extensions.get::<Caller>().copied())
@@ -83,7 +101,13 @@ fn caller(context: &RequestContext<RoleServer>) -> Caller {
 
 impl ServerHandler for PmMcp {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let capabilities = ServerCapabilities::builder()
+            .enable_prompts()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .enable_tools()
+            .build();
+        ServerConfig::new(capabilities)
             .with_server_info(Implementation::new(
                 "project-manager",
                 env!("CARGO_PKG_VERSION"),
@@ -125,8 +149,92 @@ impl ServerHandler for PmMcp {
             }))
             .into());
         }
-        let headers = parts(&context).map_or_else(HeaderMap::new, |p| p.headers.clone());
         let arguments = request.arguments.unwrap_or_default();
-        Ok(tool.call(&self.router, &headers, arguments).await.into())
+        Ok(tool
+            .call(&self.router, &headers(&context), arguments)
+            .await
+            .into())
     }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(
+            resources::templates(),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let read = resources::read(&self.router, &headers(&context), &request.uri).await?;
+        Ok(read.into())
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let headers = headers(&context);
+        let session = session_of(&headers);
+        self.subscriptions
+            .subscribe(
+                &self.router,
+                &headers,
+                &self.tail,
+                &request.uri,
+                session,
+                context.peer.clone(),
+            )
+            .await
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let session = session_of(&headers(&context));
+        self.subscriptions.unsubscribe(&request.uri, &session);
+        Ok(())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        Ok(ListPromptsResult::with_all_items(prompts::list()))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        if request.name != prompts::WORK_TURN {
+            return Err(ErrorData::invalid_params(
+                format!("no prompt {}", request.name),
+                None,
+            ));
+        }
+        let rendered =
+            prompts::work_turn(&self.router, &headers(&context), request.arguments.as_ref())
+                .await?;
+        Ok(rendered.into())
+    }
+}
+
+/// The MCP session a request belongs to (its `Mcp-Session-Id`); a stateless request is a
+/// session of its own.
+fn session_of(headers: &HeaderMap) -> String {
+    headers
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map_or_else(|| uuid::Uuid::new_v4().to_string(), str::to_string)
 }

@@ -70,7 +70,7 @@ fn with_failpoints(route: MethodRouter<AppState>) -> MethodRouter<AppState> {
 /// whose tools call the HTTP API, behind the same tokens (any role may connect).
 pub fn router(state: AppState) -> Router {
     let api = api(state.clone());
-    let mcp = crate::mcp::service(api.clone(), &state.mcp);
+    let mcp = crate::mcp::service(api.clone(), &state.mcp, state.tail.clone());
     let guard = middleware::from_fn_with_state(state, guard(READERS));
     api.route_service(
         "/mcp",

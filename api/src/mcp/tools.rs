@@ -128,21 +128,8 @@ impl McpTool {
             Ok(request) => request,
             Err(problem) => return CallToolResult::structured_error(problem),
         };
-        let response = match router.clone().oneshot(request).await {
-            Ok(response) => response,
-            Err(never) => match never {},
-        };
-        let status = response.status();
-        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-            .await
-            .unwrap_or_default();
-        let body: Value = if bytes.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&bytes)
-                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()))
-        };
-        match (status.is_success(), body) {
+        let (ok, body) = send(router, request).await;
+        match (ok, body) {
             // `claim_turn`'s 204: nothing claimable within wait_ms.
             (true, Value::Null) => CallToolResult::structured(json!({"turn": null})),
             (true, body) => CallToolResult::structured(body),
@@ -215,6 +202,40 @@ impl McpTool {
                 .body(Body::from(Value::Object(args).to_string()))
         };
         request.map_err(|e| validation("arguments", e))
+    }
+}
+
+/// Sends `request` to the service's router: (whether it succeeded, its JSON answer —
+/// `null` for none).
+pub(super) async fn send(router: &Router, request: Request<Body>) -> (bool, Value) {
+    let response = match router.clone().oneshot(request).await {
+        Ok(response) => response,
+        Err(never) => match never {},
+    };
+    let ok = response.status().is_success();
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap_or_default();
+    let body = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()))
+    };
+    (ok, body)
+}
+
+/// A `GET` of `path` as the caller (its token, its correlation id).
+pub(super) async fn get(router: &Router, headers: &HeaderMap, path: &str) -> (bool, Value) {
+    let mut builder = Request::builder().method(Method::GET).uri(path);
+    for name in ["authorization", "x-correlation-id"] {
+        if let Some(value) = headers.get(name) {
+            builder = builder.header(name, value);
+        }
+    }
+    match builder.body(Body::empty()) {
+        Ok(request) => send(router, request).await,
+        Err(e) => (false, validation("uri", e)),
     }
 }
 
