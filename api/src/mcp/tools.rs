@@ -319,8 +319,17 @@ fn input_schema(tool: &McpTool) -> JsonObject {
     JsonObject::new()
 }
 
-/// A schema, or the component it refers to.
+/// A schema, or the component it refers to; an optional body (`oneOf` null or X) is X.
 fn resolve<'d>(doc: &'d Value, schema: &'d Value) -> &'d Value {
+    let optional = ["oneOf", "anyOf"].iter().find_map(|k| {
+        schema[*k]
+            .as_array()?
+            .iter()
+            .find(|branch| branch["type"] != "null")
+    });
+    if let Some(branch) = optional {
+        return resolve(doc, branch);
+    }
     match schema["$ref"].as_str().and_then(|r| r.strip_prefix("#/")) {
         Some(pointer) => doc.pointer(&format!("/{pointer}")).unwrap_or(schema),
         None => schema,

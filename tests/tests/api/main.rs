@@ -14,6 +14,7 @@ mod errors;
 mod events;
 mod exactly_once;
 mod idempotency;
+mod mcp;
 mod openapi;
 mod openapi_errors;
 mod openapi_spec;
