@@ -370,7 +370,67 @@ async fn the_llm_fleet_releases_its_turns_on_ctrl_c(db: TestDb) {
     svc.stop().await;
 }
 
+/// The MCP variant works the assistant's conversation turns through `/mcp`, each on a
+/// connection scoped to its claim: every turn completes with the message the "model" added
+/// as its deliverable, and those messages carry the claim's fence.
+async fn the_mcp_worker_works_turns_through_mcp(db: TestDb) {
+    let svc = start(&db).await;
+    let thread = format!("mcp-{}", db.kind);
+    run(
+        &svc,
+        "ingress",
+        INGRESS,
+        &["--thread", &thread, "--messages", "2"],
+    )
+    .await;
+    let cid = ids::conversation_id("example", &thread);
+    let out = run(
+        &svc,
+        "mcp_worker",
+        LLM,
+        &["--max-turns", "2", "--idle-secs", "10"],
+    )
+    .await;
+    assert!(out.contains("2 turn(s) worked through MCP"), "{out}");
+    assert!(out.contains("of the conversation"), "{out}");
+    let reader = client(&svc, ANALYST).read();
+    // The sagas complete a turn a moment after its checkpoint's fact.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let turns = loop {
+        let turns = reader
+            .turns(&TurnQuery::new().conversation_id(cid))
+            .await
+            .expect("turns")
+            .items;
+        let all = turns.len() == 2 && turns.iter().all(|t| t.state == TurnState::Completed);
+        if all || Instant::now() > deadline {
+            break turns;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let completed: Vec<_> = turns
+        .iter()
+        .filter(|t| t.state == TurnState::Completed)
+        .collect();
+    assert_eq!(completed.len(), 2, "{turns:?}");
+    let messages = reader
+        .messages(&MessageQuery::of(cid))
+        .await
+        .expect("messages")
+        .items;
+    for turn in completed {
+        let deliverable = turn.deliverable.expect("a deliverable");
+        let message = messages
+            .iter()
+            .find(|m| m.id == deliverable)
+            .expect("the deliverable is a message of the conversation");
+        assert_eq!(message.content.as_str(), "On it — answered through MCP.");
+    }
+    svc.stop().await;
+}
+
 on_both_backends!(
     the_examples_do_what_they_say,
     the_llm_fleet_releases_its_turns_on_ctrl_c,
+    the_mcp_worker_works_turns_through_mcp,
 );
