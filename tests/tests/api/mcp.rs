@@ -3,26 +3,51 @@
 //! turn worked through tools (claim, a fenced message and checkpoint → `turn.completed` with
 //! the message as deliverable); a stale epoch refused with `turn_fenced` and nothing written;
 //! a validation error as a tool error naming the field; a role refused a tool it may not
-//! call; no token, no session.
+//! call; no token, no session. Resources: the templates, reads as the `GET` views, an
+//! unknown resource as a protocol error, and subscriptions notified as a message is posted
+//! or a turn claimed over HTTP; the `work_turn` prompt rendering a dispatched turn.
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use pm_tests::{all_tokens, on_both_backends, TestDb, TestService, ADMIN, ANALYST, INGRESS, LLM};
 use reqwest::header::{HeaderName, HeaderValue};
-use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
-use rmcp::service::RunningService;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ErrorCode, GetPromptRequestParams,
+    ReadResourceRequestParams, ResourceContents, ResourceUpdatedNotificationParam, Role,
+    SubscribeRequestParams, Tool,
+};
+use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::{RoleClient, ServiceExt};
+use rmcp::{ClientHandler, RoleClient, ServiceError, ServiceExt};
 use serde_json::{json, Value};
+use tokio::sync::mpsc;
 
+use crate::reads::message;
 use crate::sagas::{types, wait_for};
 use crate::support::{config, events};
 use crate::workers::dispatched;
 
 /// An MCP client session.
 type Client = RunningService<RoleClient, ()>;
+
+/// An MCP client session that hears `notifications/resources/updated`.
+type Listener = RunningService<RoleClient, Updates>;
+
+/// A client handler forwarding each updated resource's URI.
+struct Updates(mpsc::UnboundedSender<String>);
+
+impl ClientHandler for Updates {
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        // The test may have stopped listening; nothing to tell then.
+        let _ = self.0.send(params.uri);
+    }
+}
 
 /// Every tool's name, for an `admin` or `llm` token.
 const ALL: [&str; 16] = [
@@ -100,6 +125,16 @@ async fn try_connect(
     token: Option<&str>,
     turn: Option<(&str, i64)>,
 ) -> Result<Client, String> {
+    try_connect_with(svc, token, turn, ()).await
+}
+
+/// [`try_connect`] with `handler` answering the server's requests and notifications.
+async fn try_connect_with<H: ClientHandler>(
+    svc: &TestService,
+    token: Option<&str>,
+    turn: Option<(&str, i64)>,
+    handler: H,
+) -> Result<RunningService<RoleClient, H>, String> {
     let mut config = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", svc.base));
     if let Some(token) = token {
         config = config.auth_header(token);
@@ -118,7 +153,7 @@ async fn try_connect(
         config = config.custom_headers(headers);
     }
     let transport = StreamableHttpClientTransport::from_config(config);
-    match tokio::time::timeout(Duration::from_secs(10), ().serve(transport)).await {
+    match tokio::time::timeout(Duration::from_secs(10), handler.serve(transport)).await {
         Ok(Ok(client)) => Ok(client),
         Ok(Err(e)) => Err(format!("{e:?}")),
         Err(_) => Err("initialize took more than 10 s".to_string()),
@@ -477,7 +512,8 @@ async fn validation_error_names_the_field(db: TestDb) {
 
 async fn role_refused(db: TestDb) {
     let svc = start(&db).await;
-    let (conv, llm, _, turn) = dispatched(&svc).await;
+    let (conv, llm, human_message, turn) = dispatched(&svc).await;
+    projected(&svc, &conv, &human_message).await;
     let before = types(&svc, &conv).await;
 
     // The analyst reads but writes nothing.
@@ -554,6 +590,313 @@ async fn no_token_no_session(db: TestDb) {
     svc.stop().await;
 }
 
+/// A session with `token` that forwards the URIs of `notifications/resources/updated`.
+async fn listen(svc: &TestService, token: &str) -> (Listener, mpsc::UnboundedReceiver<String>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let client = try_connect_with(svc, Some(token), None, Updates(tx))
+        .await
+        .unwrap_or_else(|e| panic!("MCP initialize with token {token}: {e}"));
+    (client, rx)
+}
+
+/// `resources/read` of `uri`: one JSON text content for that URI; answers the JSON.
+async fn read(client: &Listener, uri: &str) -> Value {
+    let read = client
+        .read_resource(ReadResourceRequestParams::new(uri))
+        .await
+        .unwrap_or_else(|e| panic!("resources/read {uri}: {e:?}"));
+    assert_eq!(read.contents.len(), 1, "{uri}: one content: {read:?}");
+    let ResourceContents::TextResourceContents {
+        uri: read_uri,
+        mime_type,
+        text,
+        ..
+    } = &read.contents[0]
+    else {
+        panic!("{uri}: a text content: {read:?}")
+    };
+    assert_eq!(read_uri, uri, "{read:?}");
+    assert_eq!(mime_type.as_deref(), Some("application/json"), "{read:?}");
+    serde_json::from_str(text)
+        .unwrap_or_else(|e| panic!("{uri}: the text content is JSON ({e}): {text}"))
+}
+
+/// The protocol error a request answered (`what` names it for the failure message).
+fn protocol_error<T: std::fmt::Debug>(what: &str, r: Result<T, ServiceError>) -> rmcp::ErrorData {
+    match r {
+        Err(ServiceError::McpError(e)) => e,
+        other => panic!("{what} is not a protocol error: {other:?}"),
+    }
+}
+
+/// `resources/read` of `uri` is refused with "resource not found".
+async fn not_found(client: &Listener, uri: &str) -> rmcp::ErrorData {
+    let what = format!("resources/read {uri}");
+    let e = protocol_error(
+        &what,
+        client
+            .read_resource(ReadResourceRequestParams::new(uri))
+            .await,
+    );
+    // A session opened with `initialize` keeps -32002 (2026-07-28 would say -32602).
+    assert_eq!(e.code, ErrorCode::RESOURCE_NOT_FOUND, "{what}: {e:?}");
+    assert!(!e.message.trim().is_empty(), "{what}: {e:?}");
+    e
+}
+
+/// `resources/subscribe` to `uri` (legacy-only in the SDK: sessions opened with
+/// `initialize` keep it).
+#[allow(deprecated)]
+async fn subscribe(client: &Listener, uri: &str) -> Result<(), ServiceError> {
+    client.subscribe(SubscribeRequestParams::new(uri)).await
+}
+
+/// Drops the notifications already sent: waits until none came for 300 ms (3 s at most).
+async fn quiet(heard: &mut mpsc::UnboundedReceiver<String>) {
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < deadline {
+        match tokio::time::timeout(Duration::from_millis(300), heard.recv()).await {
+            Ok(Some(_)) => {}
+            Ok(None) => panic!("the client's notifications ended"),
+            Err(_) => return,
+        }
+    }
+}
+
+/// Waits (5 s at most) for `notifications/resources/updated` about `uri`.
+async fn updated(heard: &mut mpsc::UnboundedReceiver<String>, uri: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut others = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, heard.recv()).await {
+            Ok(Some(got)) if got == uri => return,
+            Ok(Some(got)) => others.push(got),
+            Ok(None) => panic!("the client's notifications ended before {uri}; heard {others:?}"),
+            Err(_) => panic!("no resources/updated for {uri} within 5 s; heard {others:?}"),
+        }
+    }
+}
+
+/// Reads `uri` until `done` holds (10 s at most); answers the last read.
+async fn read_until(client: &Listener, uri: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let seen = read(client, uri).await;
+        if done(&seen) {
+            return seen;
+        }
+        assert!(Instant::now() < deadline, "{uri} never got there: {seen}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits until the read model shows the conversation with its one human message (resources
+/// and prompts read it without `min_position`).
+async fn projected(svc: &TestService, conv: &str, human_message: &str) {
+    wait_for(svc, &format!("/v1/conversations/{conv}"), |c| {
+        c["message_count"] == 1
+    })
+    .await;
+    wait_for(
+        svc,
+        &format!("/v1/conversations/{conv}/messages/{human_message}"),
+        |m| m["id"] == human_message,
+    )
+    .await;
+}
+
+async fn resources_read_and_notify(db: TestDb) {
+    let svc = start(&db).await;
+    let (conv, llm, human_message, turn) = dispatched(&svc).await;
+    projected(&svc, &conv, &human_message).await;
+    let (client, mut heard) = listen(&svc, ANALYST).await;
+    let info = client.peer_info().expect("the server's initialize answer");
+    let resources = info.capabilities.resources.clone();
+    assert_eq!(
+        resources.and_then(|r| r.subscribe),
+        Some(true),
+        "resources with subscribe: {info:?}"
+    );
+
+    // The three templates, JSON each.
+    let templates = client
+        .list_all_resource_templates()
+        .await
+        .unwrap_or_else(|e| panic!("resources/templates/list: {e:?}"));
+    let uris: BTreeSet<String> = templates.iter().map(|t| t.uri_template.clone()).collect();
+    assert_eq!(
+        uris,
+        set(&[
+            "pm://conversations/{id}",
+            "pm://tasks/{id}",
+            "pm://turns/{id}"
+        ]),
+        "{templates:?}"
+    );
+    assert_eq!(uris.len(), templates.len(), "{templates:?}");
+    for template in &templates {
+        assert_eq!(
+            template.mime_type.as_deref(),
+            Some("application/json"),
+            "{template:?}"
+        );
+        let description = template.description.as_deref().unwrap_or_default();
+        assert!(!description.trim().is_empty(), "{template:?}");
+    }
+
+    // Reads are the GET views.
+    let conv_uri = format!("pm://conversations/{conv}");
+    let view = read(&client, &conv_uri).await;
+    assert_eq!(view["id"], conv.as_str(), "{view}");
+    assert_eq!(view["title"], "Work", "{view}");
+    let count = view["message_count"].as_i64().expect("message_count");
+    assert_eq!(count, 1, "{view}");
+    let turn_uri = format!("pm://turns/{turn}");
+    let row = read(&client, &turn_uri).await;
+    assert_eq!(row["id"], turn.as_str(), "{row}");
+    assert_eq!(row["state"], "dispatched", "{row}");
+    assert_eq!(row["conversation_id"], conv.as_str(), "{row}");
+    assert_eq!(row["input"]["message_id"], human_message.as_str(), "{row}");
+
+    // An unknown resource is a protocol error, unlike a tool's refusal.
+    let unknown = uuid::Uuid::now_v7();
+    for uri in [
+        "pm://nope/x".to_string(),
+        "pm://conversations/not-a-uuid".to_string(),
+        format!("pm://widgets/{unknown}"),
+    ] {
+        not_found(&client, &uri).await;
+    }
+    for uri in [
+        format!("pm://conversations/{unknown}"),
+        format!("pm://turns/{unknown}"),
+        format!("pm://tasks/{unknown}"),
+    ] {
+        let e = not_found(&client, &uri).await;
+        let problem = e.data.unwrap_or_default();
+        assert_eq!(problem["status"], 404, "{uri}: {problem}");
+    }
+    let e = protocol_error(
+        "subscribe to an unknown conversation",
+        subscribe(&client, &format!("pm://conversations/{unknown}")).await,
+    );
+    assert_eq!(e.code, ErrorCode::RESOURCE_NOT_FOUND, "{e:?}");
+
+    // A subscriber hears of a message posted over HTTP, then reads it counted.
+    subscribe(&client, &conv_uri)
+        .await
+        .unwrap_or_else(|e| panic!("resources/subscribe {conv_uri}: {e:?}"));
+    quiet(&mut heard).await;
+    let human = view["actor_ids"]
+        .as_array()
+        .and_then(|a| a.iter().find_map(|id| id.as_str().filter(|id| *id != llm)))
+        .expect("the human actor")
+        .to_string();
+    message(&svc, &conv, &human, json!({"content": "one more thing"})).await;
+    updated(&mut heard, &conv_uri).await;
+    let view = read_until(&client, &conv_uri, |v| v["message_count"] != count).await;
+    assert_eq!(view["message_count"], count + 1, "{view}");
+    client.cancel().await.expect("close");
+    svc.stop().await;
+}
+
+async fn work_turn_prompt(db: TestDb) {
+    let svc = start(&db).await;
+    let (conv, _, human_message, turn) = dispatched(&svc).await;
+    projected(&svc, &conv, &human_message).await;
+    let client = connect(&svc, LLM, None).await;
+    let info = client.peer_info().expect("the server's initialize answer");
+    assert!(info.capabilities.prompts.is_some(), "{info:?}");
+
+    let prompts = client
+        .list_all_prompts()
+        .await
+        .unwrap_or_else(|e| panic!("prompts/list: {e:?}"));
+    let prompt = prompts
+        .iter()
+        .find(|p| p.name == "work_turn")
+        .unwrap_or_else(|| panic!("no work_turn in {prompts:?}"));
+    let description = prompt.description.as_deref().unwrap_or_default();
+    assert!(!description.trim().is_empty(), "{prompt:?}");
+    let arguments = prompt.arguments.clone().unwrap_or_default();
+    assert_eq!(arguments.len(), 1, "{prompt:?}");
+    assert_eq!(arguments[0].name, "turn_id", "{prompt:?}");
+    assert_eq!(arguments[0].required, Some(true), "{prompt:?}");
+
+    // The dispatched turn's context, as one user message.
+    let Value::Object(args) = json!({"turn_id": turn}) else {
+        unreachable!()
+    };
+    let got = client
+        .get_prompt(GetPromptRequestParams::new("work_turn").with_arguments(args))
+        .await
+        .unwrap_or_else(|e| panic!("prompts/get work_turn {turn}: {e:?}"));
+    assert_eq!(got.messages.len(), 1, "{got:?}");
+    assert_eq!(got.messages[0].role, Role::User, "{got:?}");
+    let text = &got.messages[0]
+        .content
+        .as_text()
+        .unwrap_or_else(|| panic!("a text message: {got:?}"))
+        .text;
+    for wanted in [
+        "please",
+        "\"Work\"",
+        turn.as_str(),
+        "add_message",
+        "create_conversation_checkpoint",
+    ] {
+        assert!(text.contains(wanted), "{wanted:?} is not in {text:?}");
+    }
+
+    // No turn, an unknown turn or prompt: invalid params.
+    let unknown = uuid::Uuid::now_v7().to_string();
+    let cases = [
+        ("work_turn", json!({})),
+        ("work_turn", json!({"turn_id": "not-a-uuid"})),
+        ("work_turn", json!({"turn_id": unknown})),
+        ("no_such_prompt", json!({"turn_id": turn})),
+    ];
+    for (name, args) in cases {
+        let Value::Object(args) = args else {
+            unreachable!()
+        };
+        let mut params = GetPromptRequestParams::new(name);
+        if !args.is_empty() {
+            params = params.with_arguments(args.clone());
+        }
+        let what = format!("prompts/get {name} {args:?}");
+        let e = protocol_error(&what, client.get_prompt(params).await);
+        assert_eq!(e.code, ErrorCode::INVALID_PARAMS, "{what}: {e:?}");
+    }
+    client.cancel().await.expect("close");
+    svc.stop().await;
+}
+
+async fn turn_subscription(db: TestDb) {
+    let svc = start(&db).await;
+    let (conv, _, _, turn) = dispatched(&svc).await;
+    let (client, mut heard) = listen(&svc, LLM).await;
+    let turn_uri = format!("pm://turns/{turn}");
+    subscribe(&client, &turn_uri)
+        .await
+        .unwrap_or_else(|e| panic!("resources/subscribe {turn_uri}: {e:?}"));
+    quiet(&mut heard).await;
+
+    // Claimed over HTTP: the subscriber hears of it and reads it streaming.
+    let c = svc
+        .post(Some(LLM), "/v1/turns/claim", &json!({"worker": "w-1"}))
+        .await;
+    assert_eq!(c.status, 200, "{}", c.text);
+    assert_eq!(c.json["turn"]["id"], turn.as_str(), "{}", c.text);
+    updated(&mut heard, &turn_uri).await;
+    let row = read_until(&client, &turn_uri, |t| t["state"] != "dispatched").await;
+    assert_eq!(row["state"], "streaming", "{row}");
+    assert_eq!(row["conversation_id"], conv.as_str(), "{row}");
+    client.cancel().await.expect("close");
+    svc.stop().await;
+}
+
 on_both_backends!(
     tools_per_role,
     turn_worked_through_mcp,
@@ -561,4 +904,7 @@ on_both_backends!(
     validation_error_names_the_field,
     role_refused,
     no_token_no_session,
+    resources_read_and_notify,
+    work_turn_prompt,
+    turn_subscription,
 );
