@@ -58,13 +58,15 @@ pub struct McpSettings {
 }
 
 /// The `/mcp` service over `router` (the HTTP API it calls), notifying subscribers from
-/// `tail`.
+/// `tail`, taking request bodies up to `max_body_bytes` (`PM_MAX_BODY_BYTES`, as HTTP).
 pub fn service(
     router: Router,
     settings: &McpSettings,
     tail: LogTail,
+    max_body_bytes: usize,
 ) -> StreamableHttpService<PmMcp, LocalSessionManager> {
-    let mut config = StreamableHttpServerConfig::default();
+    let mut config =
+        StreamableHttpServerConfig::default().with_max_request_body_bytes(max_body_bytes);
     if !settings.allowed_hosts.is_empty() {
         config = config.with_allowed_hosts(settings.allowed_hosts.clone());
     }

@@ -70,12 +70,19 @@ fn with_failpoints(route: MethodRouter<AppState>) -> MethodRouter<AppState> {
 /// whose tools call the HTTP API, behind the same tokens (any role may connect).
 pub fn router(state: AppState) -> Router {
     let api = api(state.clone());
-    let mcp = crate::mcp::service(api.clone(), &state.mcp, state.tail.clone());
+    let mcp = crate::mcp::service(
+        api.clone(),
+        &state.mcp,
+        state.tail.clone(),
+        state.max_body_bytes,
+    );
     let guard = middleware::from_fn_with_state(state, guard(READERS));
-    api.route_service(
-        "/mcp",
-        tower::ServiceBuilder::new().layer(guard).service(mcp),
-    )
+    let mcp = tower::ServiceBuilder::new()
+        .layer(middleware::from_fn(correlate))
+        .layer(middleware::from_fn(record_metrics))
+        .layer(guard)
+        .service(mcp);
+    api.route_service("/mcp", mcp)
 }
 
 /// The HTTP API, built from [`table::endpoints`].
