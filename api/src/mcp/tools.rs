@@ -87,7 +87,7 @@ pub static TOOLS: LazyLock<Vec<McpTool>> = LazyLock::new(|| {
             "Tasks matching the filters (conversation, status, assignee, ...), a page at a time."),
         tool("get_task", Method::GET, "/v1/tasks/{id}", task,
             "A task with its status and its checkpoint history."),
-        tool("get_session", Method::GET, "/v1/sessions/{conversation_id}", None,
+        tool("get_session", Method::GET, "/v1/sessions/{conversation_id}", Some(("conversation_id", "conversation_id")),
             "A conversation's session: lifecycle and conversation state, agents, tokens used and budget."),
         tool("get_turn", Method::GET, "/v1/turns/{id}", turn,
             "A turn with its state, lease and tool calls (with their results)."),
@@ -150,14 +150,6 @@ impl McpTool {
             };
             let encoded: String = form_urlencoded::byte_serialize(id.as_bytes()).collect();
             path = path.replace(&format!("{{{param}}}"), &encoded);
-        }
-        if path.contains("{conversation_id}") {
-            let id = match args.remove("conversation_id") {
-                Some(Value::String(id)) => id,
-                _ => return Err(validation("conversation_id", "is required (a UUID)")),
-            };
-            let encoded: String = form_urlencoded::byte_serialize(id.as_bytes()).collect();
-            path = path.replace("{conversation_id}", &encoded);
         }
         let key = match args.remove("idempotency_key") {
             None => None,
