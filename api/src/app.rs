@@ -53,6 +53,9 @@ pub enum StartError {
     /// The listener.
     #[error("cannot listen on {0}: {1}")]
     Bind(SocketAddr, #[source] std::io::Error),
+    /// `PM_NATS_URL` is not a NATS address.
+    #[error("PM_NATS_URL: {0}")]
+    Nats(#[source] async_nats::ConnectError),
 }
 
 /// How often a replica confirms it still owns its processors and tries to take over the
@@ -89,6 +92,8 @@ pub struct Application {
         tokio::sync::watch::Receiver<u64>,
         tokio::sync::watch::Sender<u64>,
     ),
+    /// NATS, when `PM_NATS_URL` is set: the agents' wakeup doorbells ring on it.
+    nats: Option<async_nats::Client>,
 }
 
 /// The process-wide Prometheus recorder (installed once, shared by every application in
@@ -253,6 +258,14 @@ impl Application {
             max_body_bytes: config.max_body_bytes,
             mcp: config.mcp(),
         });
+        let nats = match &config.nats_url {
+            Some(url) => Some(
+                crate::doorbells::connect(url)
+                    .await
+                    .map_err(StartError::Nats)?,
+            ),
+            None => None,
+        };
         let listener = bind(config.bind).map_err(|e| StartError::Bind(config.bind, e))?;
         let addr = listener
             .local_addr()
@@ -268,6 +281,7 @@ impl Application {
             runner,
             sagas: (saga_runner, scheduler),
             doorbell: (local_rx, readers),
+            nats,
         })
     }
 
@@ -306,6 +320,10 @@ impl Application {
             token.clone(),
         ));
         let bell = spawn_claim_bell(&self.state, token.clone());
+        let doorbells = self
+            .nats
+            .clone()
+            .map(|nats| crate::doorbells::spawn(&self.state, nats, token.clone()));
         let runner = tokio::spawn(self.runner.run(token.clone()));
         let (saga_runner, scheduler) = self.sagas;
         let saga_runner = tokio::spawn(saga_runner.run(token.clone()));
@@ -327,6 +345,9 @@ impl Application {
         monitor.abort();
         tail.abort();
         bell.abort();
+        if let Some(doorbells) = doorbells {
+            doorbells.abort();
+        }
         for (task, name) in [
             (runner, "read-model processor"),
             (saga_runner, "saga processor"),

@@ -41,6 +41,11 @@ pub struct Config {
     #[arg(long, env = "PM_MAX_BODY_BYTES", default_value_t = 1024 * 1024)]
     pub max_body_bytes: usize,
 
+    /// NATS (`nats://127.0.0.1:4222`): agents' wakeup doorbells are published on it
+    /// (`cmd.agent.<agent_id>.wakeup`, DELIVERY.md). Unset: off.
+    #[arg(long, env = "PM_NATS_URL")]
+    pub nats_url: Option<String>,
+
     /// `Host` names (or `host:port`) the MCP endpoint `/mcp` accepts, comma-separated
     /// (DNS-rebinding protection); empty: loopback only (`localhost`, `127.0.0.1`, `::1`).
     #[arg(

@@ -8,6 +8,7 @@ mod support;
 mod auth;
 mod commands;
 mod concurrency;
+mod doorbells;
 mod durability;
 mod edges;
 mod errors;

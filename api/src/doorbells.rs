@@ -1,0 +1,158 @@
+//! L0's wakeup doorbells (`003_…`: "NATS is used only for wakeup"; DELIVERY.md): when a
+//! turn becomes claimable, a core NATS message on `cmd.agent.<agent_id>.wakeup` with the
+//! headers `PM-Turn-Id` and `PM-Turn-Epoch` and a small JSON body. A doorbell is a hint,
+//! never the authority: the claim is. Workers that sleep on their agent's subject claim
+//! when it rings instead of long-polling; a missed ring (NATS away, a subscriber late)
+//! costs them only their own poll interval.
+//!
+//! The rings follow the log's tail: `agent.turn_dispatched` names the agent; a turn made
+//! claimable again (`turn.released`, `turn.lease_expired`, `turn.tools_finished`) is looked
+//! up for its agent; a session resumed or unsuspended rings for each of its claimable
+//! turns. Publishing never blocks the service: the client buffers while NATS reconnects.
+
+use std::sync::Arc;
+
+use pm_application::log::tail::Batch;
+use pm_application::log::LoggedEvent;
+use pm_application::queries::{SagaReadStore, TurnFilter};
+use pm_application::views::{PageRequest, TurnView};
+use pm_domain::saga::rune::{
+    AGENT_TURN_DISPATCHED, SESSION_RESUMED, SESSION_UNSUSPENDED, TURN_LEASE_EXPIRED, TURN_RELEASED,
+    TURN_TOOLS_FINISHED,
+};
+use pm_domain::saga::TurnState;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::state::AppState;
+
+/// The subject of agent `agent_id`'s doorbell.
+pub fn subject(agent_id: Uuid) -> String {
+    format!("cmd.agent.{agent_id}.wakeup")
+}
+
+/// Connects to `url` without waiting for it (the client keeps trying in the background,
+/// so a NATS that is away does not keep the service from starting).
+///
+/// # Errors
+/// An unusable URL.
+pub async fn connect(url: &str) -> Result<async_nats::Client, async_nats::ConnectError> {
+    async_nats::ConnectOptions::new()
+        .name("project-manager")
+        .retry_on_initial_connect()
+        .connect(url)
+        .await
+}
+
+/// Rings doorbells from the log's tail until `shutdown`.
+pub fn spawn(
+    state: &AppState,
+    nats: async_nats::Client,
+    shutdown: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    use tokio::sync::broadcast::error::RecvError;
+    let state = state.clone();
+    let mut batches = state.tail.subscribe();
+    tokio::spawn(async move {
+        loop {
+            let batch: Arc<Batch> = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                batch = batches.recv() => match batch {
+                    Ok(batch) => batch,
+                    // Behind: a ring may be lost; workers fall back on their own polling.
+                    Err(RecvError::Lagged(missed)) => {
+                        tracing::warn!(missed, "doorbells fell behind the log's tail");
+                        continue;
+                    }
+                    Err(RecvError::Closed) => return,
+                },
+            };
+            for event in &batch.events {
+                for (agent, turn, epoch) in rings(&state, event).await {
+                    ring(&nats, agent, turn, epoch).await;
+                }
+            }
+        }
+    })
+}
+
+/// The doorbells `event` rings: (agent, turn, epoch).
+async fn rings(state: &AppState, event: &LoggedEvent) -> Vec<(Uuid, Uuid, Option<i64>)> {
+    let reads = state.queries.sagas_unchecked();
+    let id = || Uuid::parse_str(&event.aggregate_id).ok();
+    match event.event_type.as_str() {
+        AGENT_TURN_DISPATCHED => {
+            let turn = event.payload["turn_id"]
+                .as_str()
+                .and_then(|s| s.parse().ok());
+            match (id(), turn) {
+                (Some(agent), Some(turn)) => {
+                    vec![(agent, turn, event.payload["turn_epoch"].as_i64())]
+                }
+                _ => Vec::new(),
+            }
+        }
+        TURN_RELEASED | TURN_LEASE_EXPIRED | TURN_TOOLS_FINISHED => {
+            let Some(turn) = id() else { return Vec::new() };
+            match reads.turn(turn).await {
+                Ok(Some(t)) if claimable(&t) => vec![(t.agent_id, t.id, t.turn_epoch)],
+                Ok(_) => Vec::new(),
+                Err(e) => {
+                    tracing::warn!(error = %e, %turn, "no doorbell: the turn could not be read");
+                    Vec::new()
+                }
+            }
+        }
+        SESSION_RESUMED | SESSION_UNSUSPENDED => {
+            let Some(conversation) = event.conversation_id else {
+                return Vec::new();
+            };
+            let filter = TurnFilter {
+                conversation_id: Some(conversation),
+                ..TurnFilter::default()
+            };
+            let page = PageRequest {
+                limit: 100,
+                cursor: None,
+            };
+            match reads.turns(&filter, &page).await {
+                Ok(page) => page
+                    .items
+                    .iter()
+                    .filter(|t| claimable(t))
+                    .map(|t| (t.agent_id, t.id, t.turn_epoch))
+                    .collect(),
+                Err(e) => {
+                    tracing::warn!(error = %e, %conversation, "no doorbells: turns unread");
+                    Vec::new()
+                }
+            }
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// WORKERS.md's claimable, as the turn's row shows it (the session's say is the claim's).
+fn claimable(turn: &TurnView) -> bool {
+    match turn.state {
+        TurnState::Dispatched => true,
+        TurnState::Streaming => turn.lease.is_none(),
+        _ => false,
+    }
+}
+
+async fn ring(nats: &async_nats::Client, agent: Uuid, turn: Uuid, epoch: Option<i64>) {
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert("PM-Turn-Id", turn.to_string().as_str());
+    if let Some(epoch) = epoch {
+        headers.insert("PM-Turn-Epoch", epoch.to_string().as_str());
+    }
+    let body = serde_json::json!({"agent_id": agent, "turn_id": turn, "turn_epoch": epoch});
+    let sent = nats
+        .publish_with_headers(subject(agent), headers, body.to_string().into())
+        .await;
+    match sent {
+        Ok(()) => metrics::counter!("pm_doorbells_total").increment(1),
+        Err(e) => tracing::warn!(error = %e, %agent, "a doorbell was not sent"),
+    }
+}
