@@ -9,6 +9,8 @@
 //! leases to expire.
 
 mod builder;
+#[cfg(feature = "nats")]
+mod doorbell;
 mod handle;
 mod lease;
 
@@ -62,6 +64,25 @@ struct Inner {
     in_flight: watch::Sender<usize>,
     /// Turns claimed after the worker closed, kept alive for the shutdown to release.
     kept: Mutex<Vec<Arc<Lease>>>,
+    /// The agents' wakeup doorbells it sleeps on between claims, when given.
+    #[cfg(feature = "nats")]
+    doorbell: Option<doorbell::Doorbell>,
+}
+
+impl Inner {
+    fn new(client: Client, request: ClaimRequest, lease: Duration) -> Self {
+        Self {
+            client,
+            request,
+            lease,
+            closed: watch::channel(false).0,
+            held: Mutex::new(Vec::new()),
+            in_flight: watch::channel(0).0,
+            kept: Mutex::new(Vec::new()),
+            #[cfg(feature = "nats")]
+            doorbell: None,
+        }
+    }
 }
 
 /// How long a closed worker waits for a claim in flight to answer: the service may have
@@ -95,15 +116,41 @@ impl Worker {
     /// A worker claiming with `request` (its name, wait, lease and filters set).
     fn with(client: Client, request: ClaimRequest, lease: Duration) -> Self {
         Self {
-            inner: Arc::new(Inner {
-                client,
-                request,
-                lease,
-                closed: watch::channel(false).0,
-                held: Mutex::new(Vec::new()),
-                in_flight: watch::channel(0).0,
-                kept: Mutex::new(Vec::new()),
-            }),
+            inner: Arc::new(Inner::new(client, request, lease)),
+        }
+    }
+
+    /// [`Worker::with`], sleeping on `doorbell` between claims.
+    #[cfg(feature = "nats")]
+    fn with_doorbell(
+        client: Client,
+        request: ClaimRequest,
+        lease: Duration,
+        doorbell: doorbell::Doorbell,
+    ) -> Self {
+        let mut inner = Inner::new(client, request, lease);
+        inner.doorbell = Some(doorbell);
+        Self {
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// The claim to send: with doorbells it answers at once (the wait is the doorbell's).
+    fn claim_request(&self) -> ClaimRequest {
+        #[cfg(feature = "nats")]
+        if self.inner.doorbell.is_some() {
+            return self.inner.request.clone().wait(Duration::ZERO);
+        }
+        self.inner.request.clone()
+    }
+
+    /// After a claim found nothing: with doorbells, sleeps until one rings (or the
+    /// worker's wait passed: a ring may be missed); a long-poll already waited.
+    async fn idle(&self) {
+        #[cfg(feature = "nats")]
+        if let Some(doorbell) = &self.inner.doorbell {
+            let wait = self.inner.request.wait.unwrap_or(Duration::from_secs(10));
+            doorbell.wait(wait).await;
         }
     }
 
@@ -138,7 +185,7 @@ impl Worker {
                 return Ok(None);
             }
             let in_flight = InFlight::new(&self.inner.in_flight);
-            let claim = self.inner.client.claim(self.inner.request.clone());
+            let claim = self.inner.client.claim(self.claim_request());
             tokio::pin!(claim);
             let answer = tokio::select! {
                 _ = closed.wait_for(|c| *c) => None,
@@ -162,6 +209,11 @@ impl Worker {
                 }
                 Ok(None) => {
                     failures = 0;
+                    drop(in_flight);
+                    tokio::select! {
+                        _ = closed.wait_for(|c| *c) => return Ok(None),
+                        () = self.idle() => {}
+                    }
                     continue;
                 }
                 Err(e) if e.is_retryable() => e,

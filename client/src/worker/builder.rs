@@ -20,6 +20,8 @@ pub struct WorkerBuilder {
     request: ClaimRequest,
     lease: Duration,
     wait: Duration,
+    #[cfg(feature = "nats")]
+    nats: Option<async_nats::Client>,
 }
 
 impl WorkerBuilder {
@@ -29,7 +31,21 @@ impl WorkerBuilder {
             request,
             lease: Duration::from_secs(30),
             wait: Duration::from_secs(10),
+            #[cfg(feature = "nats")]
+            nats: None,
         }
+    }
+
+    /// Sleep on the agents' wakeup doorbells (`cmd.agent.<agent_id>.wakeup` on `nats`,
+    /// DELIVERY.md) between claims instead of long-polling: a claim answers at once, and
+    /// after an empty one the worker waits for a ring — of its agent's subject when
+    /// [`agent_id`](Self::agent_id) is set, else any agent's — or at most the
+    /// [`wait`](Self::wait), its fallback for a missed ring. Build with
+    /// [`build_async`](Self::build_async) (subscribing is a request to NATS).
+    #[cfg(feature = "nats")]
+    pub fn doorbells(mut self, nats: async_nats::Client) -> Self {
+        self.nats = Some(nats);
+        self
     }
 
     /// How long a claim holds its turn without a heartbeat (1 s–10 min; default 30 s).
@@ -94,8 +110,35 @@ impl WorkerBuilder {
                 self.lease
             )));
         }
+        #[cfg(feature = "nats")]
+        if self.nats.is_some() {
+            return Err(Error::InvalidInput(
+                "a worker with doorbells is built with build_async (it subscribes)".into(),
+            ));
+        }
         let request = self.request.wait(self.wait).lease(self.lease);
         Ok(Worker::with(self.client, request, self.lease))
+    }
+
+    /// [`build`](Self::build), subscribing to the doorbells first when
+    /// [`doorbells`](Self::doorbells) was given.
+    ///
+    /// # Errors
+    /// As `build`; [`Error::InvalidInput`] when NATS refuses the subscription.
+    #[cfg(feature = "nats")]
+    pub async fn build_async(mut self) -> Result<Worker, Error> {
+        let Some(nats) = self.nats.take() else {
+            return self.build();
+        };
+        self.clone().build()?;
+        let doorbell = super::doorbell::Doorbell::subscribe(&nats, self.request.agent_id).await?;
+        let request = self.request.wait(self.wait).lease(self.lease);
+        Ok(Worker::with_doorbell(
+            self.client,
+            request,
+            self.lease,
+            doorbell,
+        ))
     }
 }
 

@@ -295,7 +295,64 @@ async fn released_turns_go_to_the_next_worker(db: TestDb) {
     svc.stop().await;
 }
 
+/// A worker sleeping on its agent's NATS doorbell (no long-poll: its fallback is far
+/// longer than the test) claims a turn dispatched while it sleeps within a second.
+async fn a_worker_on_doorbells_claims_when_its_agent_rings(db: TestDb) {
+    let nats = match async_nats::connect("nats://127.0.0.1:4222").await {
+        Ok(nats) => nats,
+        Err(e) if !pm_tests::in_ci() => {
+            eprintln!("SKIPPED: no NATS at 127.0.0.1:4222 ({e}); CI=true makes this a failure");
+            return;
+        }
+        Err(e) => panic!("no NATS at 127.0.0.1:4222: {e}"),
+    };
+    let mut config = project_manager::config::Config::defaults();
+    config.bind = "127.0.0.1:0".parse().expect("addr");
+    config.database_url = Some(db.url.clone());
+    config.auth_tokens = pm_tests::all_tokens();
+    config.nats_url = Some("nats://127.0.0.1:4222".into());
+    let svc = pm_tests::TestService::start_with(config).await;
+    let (admin, llm) = (client(&svc, ADMIN), client(&svc, LLM));
+    let (human, ai) = actors(&admin).await;
+    let conversation = admin
+        .start_conversation(conversation_input(vec![human, ai], "acme", None))
+        .await
+        .expect("conversation");
+    let cid = conversation.entity.id;
+    let agent = pm_domain::saga::ids::agent_id(cid, Some(ai));
+    let w = Worker::builder(llm.clone(), "w-bell")
+        .agent_id(agent)
+        .wait(Duration::from_secs(30))
+        .doorbells(nats)
+        .build_async()
+        .await
+        .expect("worker");
+    let sleeping = {
+        let w = w.clone();
+        tokio::spawn(async move { (w.next().await, Instant::now()) })
+    };
+    // Let it find nothing and go to sleep on the doorbell.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let sent = Instant::now();
+    admin
+        .add_message(cid, message_input(human, "wake up", None))
+        .await
+        .expect("message");
+    let (claimed, at) = sleeping.await.expect("joined");
+    let turn = claimed.expect("claim").expect("a turn");
+    let took = at - sent;
+    assert!(
+        took < Duration::from_secs(2),
+        "claimed {took:?} after the message"
+    );
+    eprintln!("claimed {took:?} after the message (fallback 30 s)");
+    answer(turn, ai).await;
+    w.shutdown().await;
+    svc.stop().await;
+}
+
 on_both_backends!(
+    a_worker_on_doorbells_claims_when_its_agent_rings,
     a_worker_completes_a_turn_with_fenced_commands,
     the_heartbeat_keeps_a_short_lease,
     three_workers_drain_nine_turns,
