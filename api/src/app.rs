@@ -70,6 +70,8 @@ type ReadModelRunner = ProcessorRunner<ReadModelProjection, DbProcessorStore, Db
 
 /// The saga runner of this replica.
 type SagaRunner = ProcessorRunner<SagaProcessor<DbSagaStore>, DbProcessorStore, DbLogReader>;
+type RelayRunner =
+    ProcessorRunner<pm_infrastructure::relay::NatsRelay, DbProcessorStore, DbLogReader>;
 
 /// Test hooks: failure injection for the black-box tests.
 #[derive(Debug, Clone, Default)]
@@ -94,6 +96,8 @@ pub struct Application {
     ),
     /// NATS, when `PM_NATS_URL` is set: the agents' wakeup doorbells ring on it.
     nats: Option<async_nats::Client>,
+    /// The JetStream relay's runner, when `PM_NATS_URL` is set.
+    relay: Option<RelayRunner>,
 }
 
 /// The process-wide Prometheus recorder (installed once, shared by every application in
@@ -222,6 +226,37 @@ impl Application {
             log.clone(),
             DEADLINE_TICK,
         );
+        let nats = match &config.nats_url {
+            Some(url) => Some(
+                crate::doorbells::connect(url)
+                    .await
+                    .map_err(StartError::Nats)?,
+            ),
+            None => None,
+        };
+        let relay = nats.clone().map(|nats| {
+            let relay = pm_infrastructure::relay::NatsRelay::new(
+                db.clone(),
+                nats,
+                pm_infrastructure::relay::RelaySettings {
+                    stream: config.nats_stream.clone(),
+                    prefix: config.nats_subject_prefix.clone(),
+                },
+            );
+            ProcessorRunner::new(
+                relay,
+                processors.clone(),
+                log.clone(),
+                RunnerOptions {
+                    batch_size: 500,
+                    poll_interval: config.log_poll(),
+                    ownership_check: OWNERSHIP_CHECK,
+                    owner: owner.clone(),
+                    linger: std::time::Duration::ZERO,
+                },
+            )
+            .0
+        });
         let state = AppState::new(Shared {
             commands: Arc::new(commands),
             log: log.clone(),
@@ -258,14 +293,6 @@ impl Application {
             max_body_bytes: config.max_body_bytes,
             mcp: config.mcp(),
         });
-        let nats = match &config.nats_url {
-            Some(url) => Some(
-                crate::doorbells::connect(url)
-                    .await
-                    .map_err(StartError::Nats)?,
-            ),
-            None => None,
-        };
         let listener = bind(config.bind).map_err(|e| StartError::Bind(config.bind, e))?;
         let addr = listener
             .local_addr()
@@ -282,6 +309,7 @@ impl Application {
             sagas: (saga_runner, scheduler),
             doorbell: (local_rx, readers),
             nats,
+            relay,
         })
     }
 
@@ -324,6 +352,9 @@ impl Application {
             .nats
             .clone()
             .map(|nats| crate::doorbells::spawn(&self.state, nats, token.clone()));
+        let relay = self
+            .relay
+            .map(|relay| tokio::spawn(relay.run(token.clone())));
         let runner = tokio::spawn(self.runner.run(token.clone()));
         let (saga_runner, scheduler) = self.sagas;
         let saga_runner = tokio::spawn(saga_runner.run(token.clone()));
@@ -347,6 +378,11 @@ impl Application {
         bell.abort();
         if let Some(doorbells) = doorbells {
             doorbells.abort();
+        }
+        if let Some(relay) = relay {
+            if let Err(e) = relay.await {
+                tracing::error!(error = %e, "the NATS relay failed");
+            }
         }
         for (task, name) in [
             (runner, "read-model processor"),

@@ -46,6 +46,14 @@ pub struct Config {
     #[arg(long, env = "PM_NATS_URL")]
     pub nats_url: Option<String>,
 
+    /// The JetStream stream every fact and rune is relayed to (created when missing).
+    #[arg(long, env = "PM_NATS_STREAM", default_value = "PROJECT_MANAGER")]
+    pub nats_stream: String,
+
+    /// The relay's subjects: `<prefix>.<event type>` (the stream covers `<prefix>.>`).
+    #[arg(long, env = "PM_NATS_SUBJECT_PREFIX", default_value = "pm")]
+    pub nats_subject_prefix: String,
+
     /// `Host` names (or `host:port`) the MCP endpoint `/mcp` accepts, comma-separated
     /// (DNS-rebinding protection); empty: loopback only (`localhost`, `127.0.0.1`, `::1`).
     #[arg(

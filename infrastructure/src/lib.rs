@@ -23,6 +23,7 @@ pub mod log;
 pub mod lookup;
 pub mod processor;
 pub mod read_model;
+pub mod relay;
 pub mod sagas;
 pub mod sql;
 pub mod store;

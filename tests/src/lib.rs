@@ -14,6 +14,7 @@
 
 pub mod http;
 pub mod load;
+pub mod nats;
 pub mod pg_server;
 pub mod process;
 pub mod sockets;

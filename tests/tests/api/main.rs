@@ -27,6 +27,7 @@ mod processors;
 mod queries;
 mod readme;
 mod rebuild;
+mod relay;
 mod saga_deadlines;
 mod sagas;
 mod sse;

@@ -19,5 +19,6 @@ mod long_transaction;
 mod outage;
 mod pool_size;
 mod positions;
+mod relay_crash;
 mod takeover;
 mod validation;
