@@ -7,26 +7,13 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use pm_domain::saga::ids;
-use pm_tests::{in_ci, on_both_backends, TestDb, TestService, ADMIN};
+use pm_tests::nats::NATS;
+use pm_tests::{on_both_backends, TestDb, TestService, ADMIN};
 use serde_json::json;
 
 use crate::reads::{message, post};
 use crate::sagas::actor;
 use crate::support::config;
-
-const NATS: &str = "nats://127.0.0.1:4222";
-
-/// A subscriber on the local NATS, or `None` (skipped) when there is none outside CI.
-async fn nats() -> Option<async_nats::Client> {
-    match async_nats::connect(NATS).await {
-        Ok(client) => Some(client),
-        Err(e) if !in_ci() => {
-            eprintln!("SKIPPED: no NATS at {NATS} ({e}); CI=true makes this a failure");
-            None
-        }
-        Err(e) => panic!("no NATS at {NATS}: {e}"),
-    }
-}
 
 async fn start(db: &TestDb, url: &str) -> TestService {
     let mut config = config(db);
@@ -47,7 +34,9 @@ fn header<'m>(msg: &'m async_nats::Message, name: &str) -> Option<&'m str> {
 }
 
 async fn a_dispatch_and_a_release_ring_the_agents_doorbell(db: TestDb) {
-    let Some(nats) = nats().await else { return };
+    let Some(nats) = pm_tests::nats::client(NATS).await else {
+        return;
+    };
     let svc = start(&db, NATS).await;
     let human = actor(&svc, "human", "Hana").await;
     let llm = actor(&svc, "ai", "Lin").await;

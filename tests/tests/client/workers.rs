@@ -298,19 +298,14 @@ async fn released_turns_go_to_the_next_worker(db: TestDb) {
 /// A worker sleeping on its agent's NATS doorbell (no long-poll: its fallback is far
 /// longer than the test) claims a turn dispatched while it sleeps within a second.
 async fn a_worker_on_doorbells_claims_when_its_agent_rings(db: TestDb) {
-    let nats = match async_nats::connect("nats://127.0.0.1:4222").await {
-        Ok(nats) => nats,
-        Err(e) if !pm_tests::in_ci() => {
-            eprintln!("SKIPPED: no NATS at 127.0.0.1:4222 ({e}); CI=true makes this a failure");
-            return;
-        }
-        Err(e) => panic!("no NATS at 127.0.0.1:4222: {e}"),
+    let Some(nats) = pm_tests::nats::client(pm_tests::nats::NATS).await else {
+        return;
     };
     let mut config = project_manager::config::Config::defaults();
     config.bind = "127.0.0.1:0".parse().expect("addr");
     config.database_url = Some(db.url.clone());
     config.auth_tokens = pm_tests::all_tokens();
-    config.nats_url = Some("nats://127.0.0.1:4222".into());
+    config.nats_url = Some(pm_tests::nats::NATS.into());
     let svc = pm_tests::TestService::start_with(config).await;
     let (admin, llm) = (client(&svc, ADMIN), client(&svc, LLM));
     let (human, ai) = actors(&admin).await;
