@@ -9,6 +9,7 @@
 #                                                  # another commit), not built here
 #   MIX=workers bench/run.sh                       # that mix alone (no keyless or lag runs)
 #   MIX=workers STORE=sqlite bench/run.sh          # on a fresh SQLite file (no raw INSERT rate)
+#   PM_NATS_URL=nats://127.0.0.1:4222 bench/run.sh # with the JetStream relay on (and its lag)
 #
 # The `workers` mix (issue 15) runs C workers over CONVERSATIONS conversations (default
 # 2×C) twice: at its peak turn-cycle rate, then rate-limited at half of it (two reports);
@@ -51,6 +52,10 @@ bench() {
     url="$PG/$DB"; raw=(--database-url "$url")
   fi
   local extra=()
+  # With the relay on (the service inherits PM_NATS_URL), pm-bench times its lag too.
+  if [ -n "${PM_NATS_URL:-}" ]; then
+    extra+=(--nats-url "$PM_NATS_URL" --nats-prefix "${PM_NATS_SUBJECT_PREFIX:-pm}")
+  fi
   if [ "$mix" = workers ]; then
     [ -n "$CONVERSATIONS" ] && extra+=(--conversations "$CONVERSATIONS")
     # shellcheck disable=SC2206
@@ -84,8 +89,8 @@ fi
 python3 - "$OUT" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-print("\n| mix | keys | commands/s | queries/s | raw INSERT/s | % of raw | latency p50 / p99 ms | projection lag p50 / p99 ms | saga lag p50 / p99 ms | SSE p50 / p99 ms (subscribers) | errors | peak RSS MiB | CPU % |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("\n| mix | keys | commands/s | queries/s | raw INSERT/s | % of raw | latency p50 / p99 ms | projection lag p50 / p99 ms | saga lag p50 / p99 ms | SSE p50 / p99 ms (subscribers) | relay lag p50 / p99 ms | errors | peak RSS MiB | CPU % |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for r in rows:
     s = r.get("service") or {}
     w = r.get("workers")
@@ -94,9 +99,11 @@ for r in rows:
     pct = f'{100 * r["ratio"]:.1f}' if r.get("ratio") else "-"
     sse = f'{r["sse_delivery_ms"]["p50"]} / {r["sse_delivery_ms"]["p99"]} ({r["subscribers"]})' if r["subscribers"] else "-"
     keys = "yes" if r.get("idempotency_keys", True) else "no"
+    relay = r.get("relay_lag_ms")
+    relay = f'{relay["p50"]} / {relay["p99"]}' if relay else "-"
     print(f'| {r["mix"]} | {keys} | {r["commands_per_s"]} | {r["queries_per_s"]} | {r["raw_inserts_per_s"]} | {pct} '
           f'| {r["latency_ms"]["p50"]} / {r["latency_ms"]["p99"]} | {r["projection_lag_ms"]["p50"]} / {r["projection_lag_ms"]["p99"]} '
-          f'| {r["saga_lag_ms"]["p50"]} / {r["saga_lag_ms"]["p99"]} | {sse} | {sum(r["errors"].values())} '
+          f'| {r["saga_lag_ms"]["p50"]} / {r["saga_lag_ms"]["p99"]} | {sse} | {relay} | {sum(r["errors"].values())} '
           f'| {s.get("peak_rss_mib", "-")} | {s.get("cpu_percent", "-")} |')
 w = [r for r in rows if r.get("workers")]
 if w:

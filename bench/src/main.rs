@@ -21,6 +21,7 @@ mod mix;
 mod probes;
 mod process;
 mod raw;
+mod relay;
 mod stats;
 mod workers;
 
@@ -90,6 +91,13 @@ struct Args {
     /// `workers`: the conversation checkpoint that completes each turn.
     #[arg(long, value_enum, default_value = "begin-work")]
     checkpoint: workers::Checkpoint,
+    /// The NATS the service relays to (its `PM_NATS_URL`): the report then has the relay's
+    /// lag, the event's `time` to its receipt on `<--nats-prefix>.>`.
+    #[arg(long)]
+    nats_url: Option<String>,
+    /// The relay's subject prefix (the service's `PM_NATS_SUBJECT_PREFIX`).
+    #[arg(long, default_value = "pm")]
+    nats_prefix: String,
 }
 
 fn parse_duration(raw: &str) -> Result<Duration, String> {
@@ -131,6 +139,9 @@ struct Report {
     saga_lag_ms: Percentiles,
     saga_probes_missed: u64,
     sse_delivery_ms: Percentiles,
+    /// The JetStream relay's lag, with `--nats-url`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    relay_lag_ms: Option<Percentiles>,
     errors: BTreeMap<String, u64>,
     service: Option<process::Usage>,
     /// The `workers` mix's figures.
@@ -262,6 +273,13 @@ async fn load(
         head.clone(),
         stop.clone(),
     ));
+    let relay = args.nats_url.clone().map(|url| {
+        tokio::spawn(relay::relay_lag(
+            url,
+            args.nats_prefix.clone(),
+            stop.clone(),
+        ))
+    });
     let subs = (args.subscribers > 0).then(|| {
         tokio::spawn(probes::subscribers(
             c.clone(),
@@ -340,6 +358,10 @@ async fn load(
         Some(u) => u.await?,
         None => None,
     };
+    let relay_lag_ms = match relay {
+        Some(r) => Some(r.await?.percentiles()),
+        None => None,
+    };
     let commands_per_s = round(tally.commands as f64 / elapsed);
     Ok(Report {
         mix: args.mix,
@@ -361,6 +383,7 @@ async fn load(
         saga_lag_ms: saga.percentiles(),
         saga_probes_missed: missed,
         sse_delivery_ms: sse.percentiles(),
+        relay_lag_ms,
         errors: tally.errors,
         service,
         workers: figures,

@@ -15,10 +15,22 @@ use crate::reads::{message, post};
 use crate::sagas::actor;
 use crate::support::config;
 
-async fn start(db: &TestDb, url: &str) -> TestService {
+/// A service ringing doorbells on `url`; its relay goes to a stream of this test alone
+/// (deleted by [`stop`]), never the default one other users of the NATS may hold.
+async fn start(db: &TestDb, url: &str) -> (TestService, String) {
+    let (stream, prefix) = pm_tests::nats::names();
     let mut config = config(db);
     config.nats_url = Some(url.to_string());
-    TestService::start_with(config).await
+    config.nats_stream = stream.clone();
+    config.nats_subject_prefix = prefix;
+    (TestService::start_with(config).await, stream)
+}
+
+async fn stop(svc: TestService, stream: &str) {
+    svc.stop().await;
+    if let Some(client) = pm_tests::nats::client(NATS).await {
+        pm_tests::nats::delete_stream(&client, stream).await;
+    }
 }
 
 /// The next doorbell on `sub`, within 5 s.
@@ -37,7 +49,7 @@ async fn a_dispatch_and_a_release_ring_the_agents_doorbell(db: TestDb) {
     let Some(nats) = pm_tests::nats::client(NATS).await else {
         return;
     };
-    let svc = start(&db, NATS).await;
+    let (svc, stream) = start(&db, NATS).await;
     let human = actor(&svc, "human", "Hana").await;
     let llm = actor(&svc, "ai", "Lin").await;
     let conv = post(
@@ -99,12 +111,12 @@ async fn a_dispatch_and_a_release_ring_the_agents_doorbell(db: TestDb) {
     let again = next(&mut sub).await;
     assert_eq!(header(&again, "PM-Turn-Id"), Some(turn.as_str()));
     assert_eq!(header(&again, "PM-Turn-Epoch"), Some(epoch.as_str()));
-    svc.stop().await;
+    stop(svc, &stream).await;
 }
 
 async fn nats_away_leaves_commands_unaffected(db: TestDb) {
     // Nothing listens on port 1: the service starts, and commands answer as ever.
-    let svc = start(&db, "nats://127.0.0.1:1").await;
+    let (svc, stream) = start(&db, "nats://127.0.0.1:1").await;
     let human = actor(&svc, "human", "Hana").await;
     let conv = post(
         &svc,
@@ -114,7 +126,7 @@ async fn nats_away_leaves_commands_unaffected(db: TestDb) {
     .await
     .id;
     message(&svc, &conv, &human, json!({"content": "still here"})).await;
-    svc.stop().await;
+    stop(svc, &stream).await;
 }
 
 on_both_backends!(

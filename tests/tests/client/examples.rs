@@ -413,11 +413,22 @@ async fn the_mcp_worker_works_turns_through_mcp(db: TestDb) {
         .filter(|t| t.state == TurnState::Completed)
         .collect();
     assert_eq!(completed.len(), 2, "{turns:?}");
-    let messages = reader
-        .messages(&MessageQuery::of(cid))
-        .await
-        .expect("messages")
-        .items;
+    // The read model trails the sagas: wait until it shows every delivered message.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let messages = loop {
+        let messages = reader
+            .messages(&MessageQuery::of(cid))
+            .await
+            .expect("messages")
+            .items;
+        let all = completed
+            .iter()
+            .all(|t| messages.iter().any(|m| Some(m.id) == t.deliverable));
+        if all || Instant::now() > deadline {
+            break messages;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     for turn in completed {
         let deliverable = turn.deliverable.expect("a deliverable");
         let message = messages

@@ -306,6 +306,10 @@ async fn a_worker_on_doorbells_claims_when_its_agent_rings(db: TestDb) {
     config.database_url = Some(db.url.clone());
     config.auth_tokens = pm_tests::all_tokens();
     config.nats_url = Some(pm_tests::nats::NATS.into());
+    // Its relay to a stream of this test alone, not the default one.
+    let (stream, prefix) = pm_tests::nats::names();
+    config.nats_stream = stream.clone();
+    config.nats_subject_prefix = prefix;
     let svc = pm_tests::TestService::start_with(config).await;
     let (admin, llm) = (client(&svc, ADMIN), client(&svc, LLM));
     let (human, ai) = actors(&admin).await;
@@ -344,6 +348,9 @@ async fn a_worker_on_doorbells_claims_when_its_agent_rings(db: TestDb) {
     answer(turn, ai).await;
     w.shutdown().await;
     svc.stop().await;
+    if let Some(client) = pm_tests::nats::client(pm_tests::nats::NATS).await {
+        pm_tests::nats::delete_stream(&client, &stream).await;
+    }
 }
 
 on_both_backends!(
