@@ -191,13 +191,11 @@ impl Application {
             Arc::new(projection),
             processors.clone(),
             log.clone(),
-            RunnerOptions {
-                batch_size: 500,
-                poll_interval: config.log_poll(),
-                ownership_check: OWNERSHIP_CHECK,
-                owner: owner.clone(),
-                linger: std::time::Duration::from_millis(config.projection_linger_ms),
-            },
+            runner_options(
+                config,
+                &owner,
+                std::time::Duration::from_millis(config.projection_linger_ms),
+            ),
         );
         let engine = Arc::new(
             SagaEngine::new(
@@ -211,14 +209,8 @@ impl Application {
             Arc::new(SagaProcessor::new(engine.clone())),
             processors.clone(),
             log.clone(),
-            RunnerOptions {
-                batch_size: 500,
-                poll_interval: config.log_poll(),
-                ownership_check: OWNERSHIP_CHECK,
-                owner: owner.clone(),
-                // A human message becomes a dispatched turn at once.
-                linger: std::time::Duration::ZERO,
-            },
+            // A human message becomes a dispatched turn at once.
+            runner_options(config, &owner, std::time::Duration::ZERO),
         );
         let scheduler = DeadlineScheduler::new(
             engine.clone(),
@@ -247,13 +239,7 @@ impl Application {
                 relay,
                 processors.clone(),
                 log.clone(),
-                RunnerOptions {
-                    batch_size: 500,
-                    poll_interval: config.log_poll(),
-                    ownership_check: OWNERSHIP_CHECK,
-                    owner: owner.clone(),
-                    linger: std::time::Duration::ZERO,
-                },
+                runner_options(config, &owner, std::time::Duration::ZERO),
             )
             .0
         });
@@ -395,6 +381,18 @@ impl Application {
         }
         db.close().await;
         served
+    }
+}
+
+/// A processor runner's options on this replica: batches of 500, the log's poll interval,
+/// the ownership check; `linger` is how long a runner waits to fill a batch.
+fn runner_options(config: &Config, owner: &str, linger: std::time::Duration) -> RunnerOptions {
+    RunnerOptions {
+        batch_size: 500,
+        poll_interval: config.log_poll(),
+        ownership_check: OWNERSHIP_CHECK,
+        owner: owner.to_string(),
+        linger,
     }
 }
 

@@ -14,7 +14,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream;
-use pm_application::log::tail::render;
 use pm_application::log::{LogPosition, LoggedEvent};
 use pm_application::processor::{BatchError, BatchHandler};
 use pm_application::views::CloudEvent;
@@ -85,11 +84,13 @@ impl NatsRelay {
         let transient = |e: &dyn std::fmt::Display| BatchError::Transient(format!("publish: {e}"));
         let mut acks = Vec::with_capacity(events.len());
         for event in events {
-            let id = CloudEvent::from(event).id;
+            // The CloudEvent once: its id names the message, its JSON is the body (as
+            // `log::tail::render` writes it for the SSE streams).
+            let cloud = CloudEvent::from(event);
+            let body = serde_json::to_vec(&cloud).map_err(|e| transient(&e))?;
             let mut headers = async_nats::HeaderMap::new();
-            headers.insert("Nats-Msg-Id", id.as_str());
+            headers.insert("Nats-Msg-Id", cloud.id.as_str());
             let subject = format!("{}.{}", self.settings.prefix, event.event_type);
-            let body = render(event).as_bytes().to_vec();
             let ack = self
                 .js
                 .publish_with_headers(subject, headers, body.into())

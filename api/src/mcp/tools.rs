@@ -28,6 +28,9 @@ pub struct McpTool {
     id: Option<(&'static str, &'static str)>,
     /// What a model should know to use it.
     description: &'static str,
+    /// Its endpoint's access (from the route table) and its `tools/list` entry (schema
+    /// generated from the OpenAPI document): fixed for the process, made on first use.
+    made: std::sync::OnceLock<(Access, Tool)>,
 }
 
 const fn tool(
@@ -43,6 +46,7 @@ const fn tool(
         path,
         id,
         description,
+        made: std::sync::OnceLock::new(),
     }
 }
 
@@ -100,20 +104,24 @@ impl McpTool {
         let Some(role) = caller.0 else {
             return true;
         };
-        role == Role::Admin || self.access().roles().contains(&role)
-    }
-
-    fn access(&self) -> Access {
-        crate::routes::table::endpoints()
-            .into_iter()
-            .find(|e| e.method == self.method && e.path == self.path)
-            .map_or(Access::Admin, |e| e.access)
+        role == Role::Admin || self.made().0.roles().contains(&role)
     }
 
     /// The tool as `tools/list` shows it.
     pub fn describe(&self) -> Tool {
-        let schema = input_schema(self);
-        Tool::new(self.name, self.description, std::sync::Arc::new(schema))
+        self.made().1.clone()
+    }
+
+    fn made(&self) -> &(Access, Tool) {
+        self.made.get_or_init(|| {
+            let access = crate::routes::table::endpoints()
+                .into_iter()
+                .find(|e| e.method == self.method && e.path == self.path)
+                .map_or(Access::Admin, |e| e.access);
+            let schema = input_schema(self, access);
+            let tool = Tool::new(self.name, self.description, std::sync::Arc::new(schema));
+            (access, tool)
+        })
     }
 
     /// Calls the endpoint through `router` with `headers` (the caller's token and turn
@@ -205,9 +213,17 @@ pub(super) async fn send(router: &Router, request: Request<Body>) -> (bool, Valu
         Err(never) => match never {},
     };
     let ok = response.status().is_success();
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .unwrap_or_default();
+    let bytes = match axum::body::to_bytes(response.into_body(), usize::MAX).await {
+        Ok(bytes) => bytes,
+        // An answer that could not be read is not a success (never `{"turn": null}`).
+        Err(e) => {
+            let problem = json!({
+                "type": "about:blank", "title": "Internal Server Error", "status": 500,
+                "code": "internal_error", "detail": format!("the answer could not be read: {e}"),
+            });
+            return (false, problem);
+        }
+    };
     let body = if bytes.is_empty() {
         Value::Null
     } else {
@@ -247,7 +263,7 @@ static DOCUMENT: LazyLock<Value> = LazyLock::new(crate::openapi::document);
 
 /// A tool's input: its endpoint's path id (renamed), query parameters (reads) and request
 /// body's properties, with the components they refer to under `$defs`.
-fn input_schema(tool: &McpTool) -> JsonObject {
+fn input_schema(tool: &McpTool, access: Access) -> JsonObject {
     let doc = &*DOCUMENT;
     let method = tool.method.as_str().to_ascii_lowercase();
     let op = doc
@@ -287,7 +303,7 @@ fn input_schema(tool: &McpTool) -> JsonObject {
     if body_required {
         required.extend(body["required"].as_array().cloned().unwrap_or_default());
     }
-    if tool.method != Method::GET && !matches!(tool.access(), Access::Call(_)) {
+    if tool.method != Method::GET && !matches!(access, Access::Call(_)) {
         properties.insert(
             "idempotency_key".into(),
             json!({"type": "string", "description": "Sent as Idempotency-Key: a retry with the same key gets the first answer again, without a new fact."}),
