@@ -56,6 +56,9 @@ pub enum StartError {
     /// `PM_NATS_URL` is not a NATS address.
     #[error("PM_NATS_URL: {0}")]
     Nats(#[source] async_nats::ConnectError),
+    /// The webhooks' HTTP client.
+    #[error("webhooks: {0}")]
+    Webhooks(String),
 }
 
 /// How often a replica confirms it still owns its processors and tries to take over the
@@ -98,6 +101,8 @@ pub struct Application {
     nats: Option<async_nats::Client>,
     /// The JetStream relay's runner, when `PM_NATS_URL` is set.
     relay: Option<RelayRunner>,
+    /// The webhooks' dispatcher.
+    webhooks: crate::webhooks::WebhookDispatcher,
 }
 
 /// The process-wide Prometheus recorder (installed once, shared by every application in
@@ -243,6 +248,14 @@ impl Application {
             )
             .0
         });
+        let (webhooks, webhook_admin) = crate::webhooks::build(
+            config,
+            &db,
+            processors.clone(),
+            log.clone(),
+            &owner,
+            OWNERSHIP_CHECK,
+        )?;
         let state = AppState::new(Shared {
             commands: Arc::new(commands),
             log: log.clone(),
@@ -262,6 +275,7 @@ impl Application {
                 engine.clone(),
                 pm_application::workers::ClaimBell::new(),
             ),
+            webhooks: webhook_admin,
             turn_lease_ms: config.turn_lease_ms,
             sagas: engine,
             idempotency: Idempotency::new(
@@ -296,6 +310,7 @@ impl Application {
             doorbell: (local_rx, readers),
             nats,
             relay,
+            webhooks,
         })
     }
 
@@ -341,6 +356,7 @@ impl Application {
         let relay = self
             .relay
             .map(|relay| tokio::spawn(relay.run(token.clone())));
+        let webhooks = tokio::spawn(self.webhooks.run(token.clone()));
         let runner = tokio::spawn(self.runner.run(token.clone()));
         let (saga_runner, scheduler) = self.sagas;
         let saga_runner = tokio::spawn(saga_runner.run(token.clone()));
@@ -374,6 +390,7 @@ impl Application {
             (runner, "read-model processor"),
             (saga_runner, "saga processor"),
             (scheduler, "deadline scheduler"),
+            (webhooks, "webhook dispatcher"),
         ] {
             if let Err(e) = task.await {
                 tracing::error!(error = %e, task = name, "a background task failed");

@@ -54,6 +54,33 @@ pub struct Config {
     #[arg(long, env = "PM_NATS_SUBJECT_PREFIX", default_value = "pm")]
     pub nats_subject_prefix: String,
 
+    /// Where webhooks may be delivered, comma-separated host names, addresses and CIDR
+    /// networks (then only those); empty: public addresses only (no loopback, private,
+    /// link-local or other internal addresses).
+    #[arg(long, env = "PM_WEBHOOK_ALLOWED_HOSTS", default_value = "")]
+    pub webhook_allowed_hosts: String,
+
+    /// Attempts of one webhook delivery before its subscription pauses.
+    #[arg(long, env = "PM_WEBHOOK_MAX_ATTEMPTS", default_value_t = 12,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub webhook_max_attempts: u32,
+
+    /// Milliseconds before the first retry of a failed webhook delivery; the wait
+    /// doubles with each further failure.
+    #[arg(long, env = "PM_WEBHOOK_RETRY_BASE_MS", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    pub webhook_retry_base_ms: u64,
+
+    /// The longest wait between two attempts of a webhook delivery, in seconds.
+    #[arg(long, env = "PM_WEBHOOK_RETRY_MAX_SECS", default_value_t = 600,
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub webhook_retry_max_secs: u64,
+
+    /// Seconds a webhook receiver has to answer.
+    #[arg(long, env = "PM_WEBHOOK_TIMEOUT_SECS", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..=300))]
+    pub webhook_timeout_secs: u64,
+
     /// `Host` names (or `host:port`) the MCP endpoint `/mcp` accepts, comma-separated
     /// (DNS-rebinding protection); empty: loopback only (`localhost`, `127.0.0.1`, `::1`).
     #[arg(
@@ -253,6 +280,20 @@ pub enum ConfigError {
     /// `DATABASE_URL` has an unsupported scheme.
     #[error("DATABASE_URL must start with postgres://, postgresql:// or sqlite: (got {0:?})")]
     DatabaseUrl(String),
+    /// `PM_WEBHOOK_ALLOWED_HOSTS` does not parse.
+    #[error(transparent)]
+    WebhookHosts(#[from] pm_application::webhooks::policy::PolicyError),
+}
+
+/// The webhooks' settings (`PM_WEBHOOK_*`).
+#[derive(Debug, Clone)]
+pub struct WebhookSettings {
+    /// Where deliveries may go.
+    pub policy: pm_application::webhooks::policy::HostPolicy,
+    /// How failed deliveries are retried.
+    pub retry: pm_application::webhooks::dispatch::RetryPolicy,
+    /// How long a receiver has to answer.
+    pub timeout: Duration,
 }
 
 impl Config {
@@ -314,6 +355,24 @@ impl Config {
         }
     }
 
+    /// Where webhooks may go, how they are retried and how long a receiver has.
+    ///
+    /// # Errors
+    /// [`ConfigError::WebhookHosts`] for a bad `PM_WEBHOOK_ALLOWED_HOSTS`.
+    pub fn webhooks(&self) -> Result<WebhookSettings, ConfigError> {
+        Ok(WebhookSettings {
+            policy: pm_application::webhooks::policy::HostPolicy::parse(
+                &self.webhook_allowed_hosts,
+            )?,
+            retry: pm_application::webhooks::dispatch::RetryPolicy {
+                max_attempts: self.webhook_max_attempts,
+                base: Duration::from_millis(self.webhook_retry_base_ms),
+                cap: Duration::from_secs(self.webhook_retry_max_secs),
+            },
+            timeout: Duration::from_secs(self.webhook_timeout_secs),
+        })
+    }
+
     /// The entry limits of the caches that `PM_CACHE_MB` pays for.
     pub fn caches(&self) -> Caches {
         Caches::of_mib(self.cache_mb)
@@ -354,6 +413,7 @@ impl Config {
         {
             return Err(ConfigError::DatabaseUrl(url.to_string()));
         }
+        self.webhooks()?;
         Ok(tokens)
     }
 }
@@ -403,6 +463,13 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("DATABASE_URL"));
+        let mut c = Config::defaults();
+        c.webhook_allowed_hosts = "10.0.0.0/8, not a host".into();
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("PM_WEBHOOK_ALLOWED_HOSTS"));
         let mut c = Config::defaults();
         c.auth_tokens = "root:0123456789".into();
         assert!(c

@@ -21,6 +21,7 @@ pub mod openapi;
 pub mod routes;
 pub mod serve;
 pub mod state;
+pub mod webhooks;
 
 pub use app::Application;
 pub use config::Config;

@@ -158,6 +158,24 @@ pub const CATALOGUE: &[Metric] = &[
         label: None,
     },
     Metric {
+        name: "pm_webhook_deliveries_total",
+        kind: Kind::Counter,
+        help: "Webhook delivery attempts, by outcome (delivered: a 2xx answer; failed: retried or paused).",
+        label: Some(("outcome", &["delivered", "failed"])),
+    },
+    Metric {
+        name: "pm_webhook_pauses_total",
+        kind: Kind::Counter,
+        help: "Webhook subscriptions paused because a delivery's retries ran out.",
+        label: None,
+    },
+    Metric {
+        name: "pm_webhooks_active",
+        kind: Kind::Gauge,
+        help: "Active webhook subscriptions being delivered by this replica (0 on the others).",
+        label: None,
+    },
+    Metric {
         name: "pm_log_tail_events_total",
         kind: Kind::Counter,
         help: "Events the process's log tail read and broadcast to its SSE streams.",

@@ -60,6 +60,11 @@ use crate::routes::{admin, commands, events, ops, queries, sagas};
         crate::routes::tools::progress,
         crate::routes::tools::result,
         crate::routes::tools::tool_calls,
+        crate::routes::webhooks::create,
+        crate::routes::webhooks::list,
+        crate::routes::webhooks::get,
+        crate::routes::webhooks::delete,
+        crate::routes::webhooks::resume,
         admin::processors,
         admin::parked,
         admin::rebuild_projection,
@@ -76,6 +81,7 @@ use crate::routes::{admin, commands, events, ops, queries, sagas};
         (name = "sagas", description = "Sessions, agents, turns and anomalies of the saga machines; operators' controls (admin)"),
         (name = "workers", description = "The LLM service's workers: claim a turn, hold it with a lease, report on it; tool calls with approvals (WORKERS.md)"),
         (name = "admin", description = "Operator controls"),
+        (name = "webhooks", description = "Signed deliveries of facts and runes to subscribers' URLs (admin; DELIVERY.md)"),
         (name = "operations", description = "Health, readiness, metrics"),
     )
 )]

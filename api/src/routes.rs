@@ -12,6 +12,7 @@ pub mod queries;
 pub mod sagas;
 pub mod table;
 pub mod tools;
+pub mod webhooks;
 pub mod workers;
 
 use std::time::Instant;

@@ -75,6 +75,8 @@ pub struct Shared {
     pub sagas: Arc<SagaEngine<DbSagaStore>>,
     /// This replica's id (processor owner, `Idempotency-Key` claimant).
     pub owner: String,
+    /// Webhook subscriptions (admin).
+    pub webhooks: crate::routes::webhooks::WebhookAdmin,
     /// The workers' claims and reports.
     pub workers: pm_application::workers::Workers<DbSagaStore>,
     /// `PM_TURN_LEASE_MS`.

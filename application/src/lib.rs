@@ -17,6 +17,8 @@
 //! - [`sagas`]: the session, agent, turn and plan machines as a processor, with durable
 //!   deadlines and operators' controls.
 //! - [`clock`]: the injected clock.
+//! - [`webhooks`]: webhook subscriptions, their signatures, the SSRF policy and the
+//!   dispatcher that delivers them.
 
 pub mod bus;
 pub mod clock;
@@ -31,6 +33,7 @@ pub mod read_model;
 pub mod sagas;
 pub mod slots;
 pub mod views;
+pub mod webhooks;
 pub mod workers;
 
 pub use error::AppError;

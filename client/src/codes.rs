@@ -92,3 +92,7 @@ pub const INTERNAL_ERROR: &str = "internal_error";
 pub const SERVICE_UNAVAILABLE: &str = "service_unavailable";
 /// `503`: `min_position` was not reached in time.
 pub const PROJECTION_LAGGING: &str = "projection_lagging";
+/// `404` (DELIVERY.md): no webhook subscription with this id.
+pub const WEBHOOK_NOT_FOUND: &str = "webhook_not_found";
+/// `422` (DELIVERY.md): the webhook URL points where the service's host policy forbids.
+pub const WEBHOOK_URL_NOT_ALLOWED: &str = "webhook_url_not_allowed";

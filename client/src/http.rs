@@ -79,6 +79,14 @@ impl Call {
         }
     }
 
+    /// A `DELETE` of `path` (safe to repeat: a second one finds nothing).
+    pub(crate) fn delete(path: String) -> Self {
+        Self {
+            method: Method::DELETE,
+            ..Self::get(path, Vec::new())
+        }
+    }
+
     /// A `POST` of a JSON body to `path`.
     pub(crate) fn post(path: String, body: Option<Vec<u8>>) -> Self {
         Self {

@@ -32,6 +32,9 @@
 //!   [`Client::report_tool_calls`], [`Client::approve_tool_call`],
 //!   [`Client::deny_tool_call`], [`Client::report_tool_progress`],
 //!   [`Client::report_tool_result`], [`Reader::tool_call`], [`Reader::tool_calls`].
+//! - **Webhooks** — subscriptions ([`Client::create_webhook`], [`Client::webhooks`],
+//!   [`Client::resume_webhook`], …) and, for a receiver, [`verify_webhook`]: a
+//!   delivery's Standard Webhooks signature checked in one call.
 //! - **Operator controls** — pause, resume, archive a session, kill an agent, interrupt a
 //!   turn ([`Client::pause_session`], …, [`Client::interrupt_turn`]).
 //! - **Ids offline** — [`ids`]: the UUIDv5 derivations of external identities.
@@ -259,6 +262,7 @@ mod reads;
 mod retry;
 mod tools;
 mod turns;
+pub mod webhooks;
 mod worker;
 
 pub use client::{Client, ClientBuilder, DEFAULT_URL};
@@ -276,6 +280,7 @@ pub use reads::{
 pub use retry::{is_retryable, parse_retry_after, RetryPolicy};
 pub use tools::{Approvals, Executor, ExecutorBuilder, ToolBatch, ToolCall, ToolResult, ToolRun};
 pub use turns::{ClaimContext, ClaimRequest, ClaimedTurn, Heartbeat, TurnFence};
+pub use webhooks::{verify_webhook, verify_webhook_at};
 pub use worker::{TurnHandle, Worker, WorkerBuilder};
 
 // The service's own types: request bodies, facts, enumerations and views.

@@ -14,6 +14,8 @@
 //!   queries, and blue-green rebuilds.
 //! - [`sagas`]: the sagas' runes, read rows and durable deadlines, and their queries.
 //! - [`sql`]: one SQL text for both databases.
+//! - [`relay`]: the JetStream relay; [`webhooks`]: webhook subscriptions and their HTTP
+//!   deliveries.
 
 pub mod append;
 pub mod db;
@@ -27,5 +29,6 @@ pub mod relay;
 pub mod sagas;
 pub mod sql;
 pub mod store;
+pub mod webhooks;
 
 pub use db::{Database, DbError};

@@ -3,10 +3,10 @@
 //! document takes each operation's security and roles from it, so the two cannot drift.
 
 use axum::http::Method;
-use axum::routing::{get, post, MethodRouter};
+use axum::routing::{delete, get, post, MethodRouter};
 
 use super::access::{Access, INGRESS, INGRESS_LLM, LLM};
-use super::{admin, commands, events, ops, queries, sagas, tools, workers};
+use super::{admin, commands, events, ops, queries, sagas, tools, webhooks, workers};
 use crate::state::AppState;
 
 /// One endpoint.
@@ -251,6 +251,21 @@ pub fn endpoints() -> Vec<Endpoint> {
         ep(M::GET, "/v1/tool-calls", Read, get(tools::tool_calls)),
         ep(M::GET, "/v1/anomalies", Read, get(sagas::anomalies)),
         ep(M::GET, "/v1/events", Read, get(events::events)),
+        ep(M::POST, "/v1/webhooks", Admin, post(webhooks::create)),
+        ep(M::GET, "/v1/webhooks", Admin, get(webhooks::list)),
+        ep(M::GET, "/v1/webhooks/{id}", Admin, get(webhooks::get)),
+        ep(
+            M::DELETE,
+            "/v1/webhooks/{id}",
+            Admin,
+            delete(webhooks::delete),
+        ),
+        ep(
+            M::POST,
+            "/v1/webhooks/{id}/resume",
+            Admin,
+            post(webhooks::resume),
+        ),
         ep(M::GET, "/healthz", Open, get(ops::healthz)),
         ep(M::GET, "/readyz", Open, get(ops::readyz)),
         ep(M::GET, "/metrics", Open, get(ops::metrics)),

@@ -36,4 +36,5 @@ mod stats;
 mod status;
 mod task_queries;
 mod tools;
+mod webhooks;
 mod workers;

@@ -10,11 +10,9 @@ use std::time::{Duration, Instant};
 
 use pm_tests::nats::{assert_exactly_the_log, delete_stream, names, stream_messages, NATS};
 use pm_tests::{on_both_backends, TestDb, TestService, ADMIN};
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use crate::reads::{message, post};
-use crate::sagas::actor;
-use crate::support::{config, events};
+use crate::support::{config, events, human_conversation};
 
 async fn start(db: &TestDb, url: &str, stream: &str, prefix: &str) -> TestService {
     let mut config = config(db);
@@ -22,22 +20,6 @@ async fn start(db: &TestDb, url: &str, stream: &str, prefix: &str) -> TestServic
     config.nats_stream = stream.to_string();
     config.nats_subject_prefix = prefix.to_string();
     TestService::start_with(config).await
-}
-
-/// Writes a conversation of `n` messages (each a turn: facts and runes).
-async fn load(svc: &TestService, n: usize) {
-    let human = actor(svc, "human", "Hana").await;
-    let llm = actor(svc, "ai", "Lin").await;
-    let conv = post(
-        svc,
-        "/v1/conversations",
-        json!({"actor_ids": [human, llm], "title": "Relay"}),
-    )
-    .await
-    .id;
-    for i in 0..n {
-        message(svc, &conv, &human, json!({"content": format!("m{i}")})).await;
-    }
 }
 
 /// The relay's lag on `svc`'s report.
@@ -74,7 +56,7 @@ async fn every_event_once_and_in_order(db: TestDb) {
     };
     let (stream, prefix) = names();
     let svc = start(&db, NATS, &stream, &prefix).await;
-    load(&svc, 20).await;
+    human_conversation(&svc, "Relay", 20).await;
     let log = relayed(&svc).await;
     assert!(
         log.iter().any(|e| e["type"] == "turn.dispatched"),
@@ -92,8 +74,8 @@ async fn two_replicas_relay_once(db: TestDb) {
     let (stream, prefix) = names();
     let one = Arc::new(start(&db, NATS, &stream, &prefix).await);
     let two = Arc::new(start(&db, NATS, &stream, &prefix).await);
-    let writers =
-        [one.clone(), two.clone()].map(|svc| tokio::spawn(async move { load(&svc, 10).await }));
+    let writers = [one.clone(), two.clone()]
+        .map(|svc| tokio::spawn(async move { human_conversation(&svc, "Relay", 10).await }));
     for w in writers {
         w.await.expect("writer");
     }
@@ -142,7 +124,7 @@ async fn a_nats_restart_under_load_loses_and_repeats_nothing(db: TestDb) {
     let svc = Arc::new(start(&db, &url, &stream, &prefix).await);
     let writer = {
         let svc = svc.clone();
-        tokio::spawn(async move { load(&svc, 30).await })
+        tokio::spawn(async move { human_conversation(&svc, "Relay", 30).await })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
     server.kill().expect("stopped");

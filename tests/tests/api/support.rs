@@ -284,3 +284,20 @@ pub fn sequence(event: &Value) -> u64 {
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| panic!("sequence is not a string of digits: {event}"))
 }
+
+/// A conversation titled `title` of `n` human messages (each a turn: facts and runes), for
+/// tests of what is delivered beyond the process.
+pub async fn human_conversation(svc: &TestService, title: &str, n: usize) {
+    let human = crate::sagas::actor(svc, "human", "Hana").await;
+    let llm = crate::sagas::actor(svc, "ai", "Lin").await;
+    let conv = crate::reads::post(
+        svc,
+        "/v1/conversations",
+        json!({"actor_ids": [human, llm], "title": title}),
+    )
+    .await
+    .id;
+    for i in 0..n {
+        crate::reads::message(svc, &conv, &human, json!({"content": format!("m{i}")})).await;
+    }
+}

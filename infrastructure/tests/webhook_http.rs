@@ -1,0 +1,128 @@
+//! The webhook deliverer against a real socket: allowed, it posts the body with the
+//! Standard Webhooks headers and reads the status; under the default policy it reaches no
+//! loopback address, neither written as an address nor through a name that resolves to
+//! one (the connect-time guard against DNS rebinding) — the receiver sees no connection.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use pm_application::webhooks::policy::HostPolicy;
+use pm_application::webhooks::{Deliverer, Delivery};
+use pm_infrastructure::webhooks::http::HttpDeliverer;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::sync::Mutex;
+
+/// A one-route HTTP receiver answering `status`; counts connections, keeps the requests.
+async fn receiver(status: u16) -> (u16, Arc<AtomicUsize>, Arc<Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");
+    let port = listener.local_addr().expect("addr").port();
+    let connections = Arc::new(AtomicUsize::new(0));
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let (count, seen) = (connections.clone(), requests.clone());
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            count.fetch_add(1, Ordering::SeqCst);
+            let mut buf = vec![0u8; 64 * 1024];
+            let mut read = 0;
+            // Enough for the test's small requests: headers and body arrive at once.
+            while read == 0 || !String::from_utf8_lossy(&buf[..read]).contains("\r\n\r\n{") {
+                match socket.read(&mut buf[read..]).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => read += n,
+                }
+            }
+            seen.lock()
+                .await
+                .push(String::from_utf8_lossy(&buf[..read]).to_string());
+            let answer = format!(
+                "HTTP/1.1 {status} X\r\ncontent-length: 4\r\nconnection: close\r\n\r\nnope"
+            );
+            let _ = socket.write_all(answer.as_bytes()).await;
+        }
+    });
+    (port, connections, requests)
+}
+
+fn delivery(url: String) -> Delivery {
+    Delivery {
+        url,
+        id: "turn:t:1".into(),
+        timestamp: 1_700_000_000,
+        signature: "v1,c2ln".into(),
+        body: br#"{"id":"turn:t:1"}"#.to_vec(),
+    }
+}
+
+#[tokio::test]
+async fn given_an_allowed_receiver_when_delivered_then_the_headers_and_status_come_through() {
+    let (port, _, requests) = receiver(204).await;
+    let deliverer = HttpDeliverer::new(
+        HostPolicy::parse("127.0.0.1").expect("policy"),
+        Duration::from_secs(5),
+    )
+    .expect("client");
+    let url = format!("http://127.0.0.1:{port}/hook");
+    assert_eq!(deliverer.deliver(&delivery(url)).await, Ok(()));
+    let request = requests.lock().await[0].to_ascii_lowercase();
+    for line in [
+        "post /hook http/1.1",
+        "content-type: application/json",
+        "webhook-id: turn:t:1",
+        "webhook-timestamp: 1700000000",
+        "webhook-signature: v1,c2ln",
+        r#"{"id":"turn:t:1"}"#,
+    ] {
+        assert!(request.contains(line), "{line} in {request}");
+    }
+}
+
+#[tokio::test]
+async fn given_a_failing_receiver_when_delivered_then_its_status_and_answer_are_the_error() {
+    let (port, _, _) = receiver(503).await;
+    let deliverer = HttpDeliverer::new(
+        HostPolicy::parse("127.0.0.1").expect("policy"),
+        Duration::from_secs(5),
+    )
+    .expect("client");
+    let error = deliverer
+        .deliver(&delivery(format!("http://127.0.0.1:{port}/hook")))
+        .await
+        .expect_err("a 503 fails");
+    assert_eq!(error.status, Some(503));
+    assert!(
+        error.message.contains("503") && error.message.contains("nope"),
+        "{}",
+        error.message
+    );
+}
+
+#[tokio::test]
+async fn given_the_default_policy_when_a_loopback_receiver_is_named_then_no_connection_is_made() {
+    let (port, connections, _) = receiver(204).await;
+    let deliverer =
+        HttpDeliverer::new(HostPolicy::default(), Duration::from_secs(5)).expect("client");
+    for url in [
+        format!("http://127.0.0.1:{port}/hook"),
+        format!("http://localhost:{port}/hook"),
+    ] {
+        let error = deliverer
+            .deliver(&delivery(url.clone()))
+            .await
+            .expect_err("refused");
+        assert_eq!(error.status, None, "{url}");
+        assert!(
+            error.message.contains("not an allowed address")
+                || error.message.contains("no allowed address"),
+            "{url}: {}",
+            error.message
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        connections.load(Ordering::SeqCst),
+        0,
+        "the receiver saw nothing"
+    );
+}
