@@ -276,6 +276,7 @@ impl Application {
                 pm_application::workers::ClaimBell::new(),
             ),
             webhooks: webhook_admin,
+            console_session_secs: config.console_session_secs,
             turn_lease_ms: config.turn_lease_ms,
             sagas: engine,
             idempotency: Idempotency::new(

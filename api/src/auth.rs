@@ -98,8 +98,14 @@ impl Tokens {
         self.0.is_empty()
     }
 
-    fn role_of(&self, token: &str) -> Option<Role> {
+    /// The role of `token`, if it is configured.
+    pub fn role_of(&self, token: &str) -> Option<Role> {
         self.0.get(token).copied()
+    }
+
+    /// Every configured token with its role.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, Role)> {
+        self.0.iter().map(|(token, role)| (token.as_str(), *role))
     }
 }
 
@@ -149,10 +155,12 @@ fn authenticate(parts: &Parts, tokens: &Tokens) -> Result<Caller, ApiError> {
     }
     let unauthorized =
         |detail: &str| ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", detail);
-    let value = parts
-        .headers
-        .get(header::AUTHORIZATION)
-        .ok_or_else(|| unauthorized("missing Authorization: Bearer <token>"))?;
+    let Some(value) = parts.headers.get(header::AUTHORIZATION) else {
+        return match console_cookie(parts) {
+            Some(cookie) => console_caller(parts, tokens, cookie),
+            None => Err(unauthorized("missing Authorization: Bearer <token>")),
+        };
+    };
     // The scheme name is case-insensitive (RFC 9110 §11.1).
     let token = value
         .to_str()
@@ -165,6 +173,44 @@ fn authenticate(parts: &Parts, tokens: &Tokens) -> Result<Caller, ApiError> {
         .role_of(token.trim())
         .map(|role| Caller(Some(role)))
         .ok_or_else(|| unauthorized("unknown token"))
+}
+
+/// The console's session cookie, when the request carries one.
+fn console_cookie(parts: &Parts) -> Option<&str> {
+    parts
+        .headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find_map(|h| crate::console::session::cookie(h, crate::console::session::COOKIE))
+}
+
+/// The caller of a console request (the browser, signed in with a cookie): its role, once
+/// a write also shows the session's CSRF token.
+fn console_caller(parts: &Parts, tokens: &Tokens, cookie: &str) -> Result<Caller, ApiError> {
+    use crate::console::session::{verify, CSRF_HEADER};
+    let now = chrono::Utc::now().timestamp();
+    let session = verify(tokens, cookie, now)
+        .map_err(|e| ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", e.to_string()))?;
+    let safe = matches!(parts.method.as_str(), "GET" | "HEAD" | "OPTIONS");
+    let shown = parts.headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok());
+    let matches = shown.is_some_and(|shown| {
+        // Compared in constant time: a timing answer must not spell the token out.
+        shown.len() == session.csrf.len()
+            && shown
+                .bytes()
+                .zip(session.csrf.bytes())
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                == 0
+    });
+    if !safe && !matches {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "csrf_token_invalid",
+            "a write with the console's session cookie needs its X-CSRF-Token header",
+        ));
+    }
+    Ok(Caller(Some(session.role)))
 }
 
 #[cfg(test)]

@@ -54,6 +54,11 @@ pub struct Config {
     #[arg(long, env = "PM_NATS_SUBJECT_PREFIX", default_value = "pm")]
     pub nats_subject_prefix: String,
 
+    /// How long a sign-in to the operator console (`/console`) lasts, in seconds.
+    #[arg(long, env = "PM_CONSOLE_SESSION_SECS", default_value_t = 28_800,
+          value_parser = clap::value_parser!(u64).range(1..=2_592_000))]
+    pub console_session_secs: u64,
+
     /// Where webhooks may be delivered, comma-separated host names, addresses and CIDR
     /// networks (then only those); empty: public addresses only (no loopback, private,
     /// link-local or other internal addresses).

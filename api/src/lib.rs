@@ -9,6 +9,7 @@ pub mod app;
 pub mod auth;
 pub mod cli;
 pub mod config;
+pub mod console;
 pub mod doorbells;
 pub mod error;
 pub mod extract;

@@ -37,6 +37,7 @@ use crate::routes::{admin, commands, events, ops, queries, sagas};
         queries::message,
         queries::task_checkpoint,
         sagas::session,
+        sagas::sessions,
         sagas::agents,
         sagas::agent,
         sagas::turns,

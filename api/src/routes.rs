@@ -96,6 +96,7 @@ fn api(state: AppState) -> Router {
         );
     }
     router
+        .merge(crate::console::routes())
         .layer(DefaultBodyLimit::max(state.max_body_bytes))
         .fallback(|| async { ApiError::not_found("no such endpoint") })
         .method_not_allowed_fallback(|| async {

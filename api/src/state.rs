@@ -75,6 +75,8 @@ pub struct Shared {
     pub sagas: Arc<SagaEngine<DbSagaStore>>,
     /// This replica's id (processor owner, `Idempotency-Key` claimant).
     pub owner: String,
+    /// How long a console sign-in lasts (`PM_CONSOLE_SESSION_SECS`).
+    pub console_session_secs: u64,
     /// Webhook subscriptions (admin).
     pub webhooks: crate::routes::webhooks::WebhookAdmin,
     /// The workers' claims and reports.

@@ -5,7 +5,9 @@
 
 mod sagas;
 
-pub use sagas::{AgentFilter, AnomalyFilter, SagaReadStore, ToolCallFilter, TurnFilter};
+pub use sagas::{
+    AgentFilter, AnomalyFilter, SagaReadStore, SessionFilter, ToolCallFilter, TurnFilter,
+};
 
 use std::future::Future;
 use std::time::{Duration, Instant};

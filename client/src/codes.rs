@@ -96,3 +96,6 @@ pub const PROJECTION_LAGGING: &str = "projection_lagging";
 pub const WEBHOOK_NOT_FOUND: &str = "webhook_not_found";
 /// `422` (DELIVERY.md): the webhook URL points where the service's host policy forbids.
 pub const WEBHOOK_URL_NOT_ALLOWED: &str = "webhook_url_not_allowed";
+/// `403` (the console): a write with the console's session cookie but without its
+/// `X-CSRF-Token`.
+pub const CSRF_TOKEN_INVALID: &str = "csrf_token_invalid";

@@ -9,10 +9,14 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use pm_application::bus::EventMetadata;
 use pm_application::log::LogPosition;
-use pm_application::queries::{AgentFilter, AnomalyFilter, SagaReadStore, TurnFilter};
+use pm_application::queries::{
+    AgentFilter, AnomalyFilter, SagaReadStore, SessionFilter, TurnFilter,
+};
 use pm_application::sagas::ControlTarget;
 use pm_application::views::{AgentView, AnomalyView, List, Page, SessionView, TurnView};
-use pm_domain::saga::{AgentState, Control, ControlError, TurnState};
+use pm_domain::saga::{
+    AgentState, Control, ControlError, ConversationState, SessionState, TurnState,
+};
 use pm_infrastructure::sagas::SagaReads;
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
@@ -24,6 +28,19 @@ use super::workers::ReasonBody;
 use crate::error::{invalid_position, ApiError};
 use crate::extract::{parse_json, path_uuid, ApiQuery, Ctx, RawBody};
 use crate::state::AppState;
+
+/// Filters of `GET /v1/sessions`.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct SessionParams {
+    /// Sessions in this lifecycle state.
+    #[param(value_type = Option<SessionState>)]
+    pub state: Option<String>,
+    /// Sessions whose conversation is in this FCMP state (`waiting_user`: a person owes a
+    /// reply).
+    #[param(value_type = Option<ConversationState>)]
+    pub conversation_state: Option<String>,
+}
 
 /// Filters of `GET /v1/agents`.
 #[derive(Debug, Default, Deserialize, IntoParams)]
@@ -97,10 +114,20 @@ pub(super) fn state_param<T>(
     parse: fn(&str) -> Option<T>,
     all: &[&str],
 ) -> Result<Option<T>, ApiError> {
+    enum_param("state", raw, parse, all)
+}
+
+/// An enumerated query parameter `name`: `400 invalid_parameter` listing the values.
+fn enum_param<T>(
+    name: &str,
+    raw: &Option<String>,
+    parse: fn(&str) -> Option<T>,
+    all: &[&str],
+) -> Result<Option<T>, ApiError> {
     raw.as_deref()
         .map(|s| {
             parse(s).ok_or_else(|| {
-                ApiError::parameter("state", format!("must be one of {}", all.join(", ")))
+                ApiError::parameter(name, format!("must be one of {}", all.join(", ")))
             })
         })
         .transpose()
@@ -188,6 +215,33 @@ pub async fn session(
     let id = path_uuid(&id, "session_not_found", "session")?;
     let reads = sagas_at(&state, &p.min_position).await?;
     not_found(reads.session(id).await?, "session_not_found", "session", id).map(Json)
+}
+
+/// `GET /v1/sessions`: the operators' overview (which wait for a user, which are
+/// suspended and why).
+#[utoipa::path(get, path = "/v1/sessions", tag = "sagas", params(SessionParams, ListParams),
+    responses((status = 200, body = Page<SessionView>, description = "A page of sessions, oldest first"),
+              (status = 400, body = crate::error::Problem)))]
+pub async fn sessions(
+    State(state): State<AppState>,
+    ApiQuery(f): ApiQuery<SessionParams>,
+    ApiQuery(p): ApiQuery<ListParams>,
+) -> Result<Json<Page<SessionView>>, ApiError> {
+    let page = page_request(&p, List::Sessions)?;
+    let states: Vec<&str> = SessionState::ALL.iter().map(|s| s.as_str()).collect();
+    let conversation_states: Vec<&str> =
+        ConversationState::ALL.iter().map(|s| s.as_str()).collect();
+    let filter = SessionFilter {
+        state: state_param(&f.state, SessionState::parse, &states)?,
+        conversation_state: enum_param(
+            "conversation_state",
+            &f.conversation_state,
+            ConversationState::parse,
+            &conversation_states,
+        )?,
+    };
+    let reads = sagas_at(&state, &p.min_position).await?;
+    Ok(Json(reads.sessions(&filter, &page).await?))
 }
 
 /// `GET /v1/agents`.

@@ -176,6 +176,7 @@ pub fn endpoints() -> Vec<Endpoint> {
             Admin,
             post(sagas::budget),
         ),
+        ep(M::GET, "/v1/sessions", Read, get(sagas::sessions)),
         ep(M::GET, "/v1/agents", Read, get(sagas::agents)),
         ep(M::GET, "/v1/agents/{id}", Read, get(sagas::agent)),
         ep(M::POST, "/v1/agents/{id}/kill", Admin, post(sagas::kill)),

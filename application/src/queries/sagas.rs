@@ -2,13 +2,23 @@
 
 use std::future::Future;
 
-use pm_domain::saga::{AgentState, ToolCallState, TurnState};
+use pm_domain::saga::{AgentState, ConversationState, SessionState, ToolCallState, TurnState};
 use uuid::Uuid;
 
 use crate::views::{
     AgentView, AnomalyView, Page, PageRequest, SessionView, ToolCallView, TurnView,
 };
 use crate::AppError;
+
+/// Filters of `GET /v1/sessions`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionFilter {
+    /// Sessions in this lifecycle state.
+    pub state: Option<SessionState>,
+    /// Sessions whose conversation is in this FCMP state (`waiting_user`: waiting for a
+    /// person).
+    pub conversation_state: Option<ConversationState>,
+}
 
 /// Filters of `GET /v1/agents`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -62,6 +72,12 @@ pub trait SagaReadStore: Send + Sync + 'static {
         &self,
         conversation_id: Uuid,
     ) -> impl Future<Output = Result<Option<SessionView>, AppError>> + Send;
+    /// Sessions matching `filter`, oldest first.
+    fn sessions(
+        &self,
+        filter: &SessionFilter,
+        page: &PageRequest,
+    ) -> impl Future<Output = Result<Page<SessionView>, AppError>> + Send;
     /// Agents matching `filter`, oldest first.
     fn agents(
         &self,

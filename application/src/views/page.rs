@@ -16,6 +16,8 @@ pub enum List {
     Checkpoints,
     /// Agents, by `created_at`.
     Agents,
+    /// Sessions, by `created_at`.
+    Sessions,
     /// Turns, by `created_at`.
     Turns,
     /// Anomalies, by `created_at`.

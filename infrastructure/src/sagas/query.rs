@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use pm_application::queries::{
-    AgentFilter, AnomalyFilter, SagaReadStore, ToolCallFilter, TurnFilter,
+    AgentFilter, AnomalyFilter, SagaReadStore, SessionFilter, ToolCallFilter, TurnFilter,
 };
 use pm_application::views::{
     AgentView, AnomalyInstance, AnomalyView, LeaseView, List, Page, PageCursor, PageRequest,
@@ -68,11 +68,15 @@ impl SagaReads {
             let key = args.push(Arg::Text(Some(c.k.clone())));
             let id = args.push(Arg::Text(Some(c.id.clone())));
             sql.push_str(&format!(
-                " AND (created_at, id) > ({key}::timestamptz, {id}::uuid)"
+                " AND (created_at, {}) > ({key}::timestamptz, {id}::uuid)",
+                query.key
             ));
         }
         let limit = args.push(Arg::Int(Some(i64::from(page.limit) + 1)));
-        sql.push_str(&format!(" ORDER BY created_at, id LIMIT {limit}"));
+        sql.push_str(&format!(
+            " ORDER BY created_at, {} LIMIT {limit}",
+            query.key
+        ));
         let rows = self.db.fetch_all(&sql, args).await.map_err(store_error)?;
         let items = rows
             .iter()
@@ -122,6 +126,8 @@ impl SagaReads {
 /// One list: its table, columns, filters (column, value, cast) and cursor kind.
 struct ListQuery<'a> {
     table: &'a str,
+    /// The id column (the keyset's tie-breaker).
+    key: &'a str,
     columns: &'a str,
     filters: Vec<(&'a str, Option<String>, &'a str)>,
     list: List,
@@ -306,6 +312,33 @@ impl SagaReadStore for SagaReads {
         self.one(&sql, conversation_id, session).await
     }
 
+    async fn sessions(
+        &self,
+        filter: &SessionFilter,
+        page: &PageRequest,
+    ) -> Result<Page<SessionView>, AppError> {
+        let query = ListQuery {
+            table: "saga_sessions",
+            key: "conversation_id",
+            columns: SESSION_COLUMNS,
+            filters: vec![
+                ("state", filter.state.map(|s| s.as_str().into()), ""),
+                (
+                    "conversation_state",
+                    filter.conversation_state.map(|s| s.as_str().into()),
+                    "",
+                ),
+            ],
+            list: List::Sessions,
+        };
+        self.page(query, page, |r| {
+            let s = session(r)?;
+            let (id, at) = (s.conversation_id, s.created_at);
+            Ok((s, id, at))
+        })
+        .await
+    }
+
     async fn agents(
         &self,
         filter: &AgentFilter,
@@ -314,6 +347,7 @@ impl SagaReadStore for SagaReads {
         let query = ListQuery {
             // The view: its `queued_turn_ids` is the agent's inbox rows.
             table: "agents",
+            key: "id",
             columns: AGENT_COLUMNS,
             filters: vec![
                 ("conversation_id", text(filter.conversation_id), "::uuid"),
@@ -342,6 +376,7 @@ impl SagaReadStore for SagaReads {
     ) -> Result<Page<TurnView>, AppError> {
         let query = ListQuery {
             table: "saga_turns",
+            key: "id",
             columns: TURN_COLUMNS,
             filters: vec![
                 ("conversation_id", text(filter.conversation_id), "::uuid"),
@@ -378,6 +413,7 @@ impl SagaReadStore for SagaReads {
     ) -> Result<Page<ToolCallView>, AppError> {
         let query = ListQuery {
             table: "saga_tool_calls",
+            key: "id",
             columns: TOOL_CALL_COLUMNS,
             filters: vec![
                 ("state", filter.state.map(|s| s.as_str().into()), ""),
@@ -401,6 +437,7 @@ impl SagaReadStore for SagaReads {
     ) -> Result<Page<AnomalyView>, AppError> {
         let query = ListQuery {
             table: "saga_anomalies",
+            key: "id",
             columns: ANOMALY_COLUMNS,
             filters: vec![("conversation_id", text(filter.conversation_id), "::uuid")],
             list: List::Anomalies,

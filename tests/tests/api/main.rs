@@ -30,6 +30,7 @@ mod rebuild;
 mod relay;
 mod saga_deadlines;
 mod sagas;
+mod sessions;
 mod sse;
 mod sse_fanout;
 mod stats;
