@@ -23,6 +23,21 @@ const shots = process.env.SCREENSHOTS;
 mkdirSync(shots, { recursive: true });
 const step = (text) => console.log(`- ${text}`);
 
+// The harness (tests/tests/console/main.rs) stops and starts the service on request.
+const replies = (async function* () {
+  let buffer = '';
+  for await (const chunk of process.stdin) {
+    buffer += chunk;
+    let end;
+    while ((end = buffer.indexOf('\n')) >= 0) { yield buffer.slice(0, end); buffer = buffer.slice(end + 1); }
+  }
+})();
+async function harness(command) {
+  console.log(`@${command}`);
+  const { value } = await replies.next();
+  assert.equal(value, 'ok', `the harness answered ${value} to ${command}`);
+}
+
 /** The HTTP API as another service (not the page) uses it. */
 async function api(role, method, path, body, headers = {}) {
   const response = await fetch(`${base}${path}`, {
@@ -188,6 +203,27 @@ try {
   await page.keyboard.press('Enter');
   await row.getByText('active', { exact: true }).waitFor();
   step('resumed with the keyboard alone');
+
+  // The service restarts under the open page: the page says so, reconnects with the last
+  // id it saw (not from the head again) and shows what happens next; the cookie still
+  // holds (it is signed, not stored).
+  const streams = [];
+  let heads = 0;
+  page.on('request', (r) => {
+    if (r.url().endsWith('/v1/events')) streams.push(r.headers()['last-event-id']);
+    if (r.url().endsWith('/readyz')) heads += 1;
+  });
+  await harness('stop');
+  await page.getByText('Reconnecting…').waitFor();
+  await harness('start');
+  const later = `Console later ${Date.now()}`;
+  await api('ingress', 'POST', '/v1/conversations', { actor_ids: [human.id, ai.id], title: later });
+  await page.getByText('Live', { exact: true }).waitFor();
+  await sessions.getByRole('row').filter({ hasText: later }).waitFor();
+  assert.equal(heads, 0, 'a reconnect does not start from the head again');
+  const ids = streams.map(Number);
+  assert.ok(ids.length >= 1 && ids.every((id) => id > 0), `reconnected with Last-Event-ID: ${JSON.stringify(streams)}`);
+  step(`the service restarted; the page reconnected with Last-Event-ID ${streams.join(', ')}`);
 
   // A narrow window still reads.
   await page.setViewportSize({ width: 420, height: 800 });
