@@ -275,7 +275,7 @@ pub use events::{
 pub use position::{InvalidPosition, Position};
 pub use reads::{
     AgentQuery, AnomalyQuery, CheckpointQuery, ConversationQuery, ConversationTaskQuery, ListQuery,
-    MessageQuery, Paging, Reader, TaskQuery, ToolCallQuery, TurnQuery,
+    MessageQuery, Paging, Reader, SessionQuery, TaskQuery, ToolCallQuery, TurnQuery,
 };
 pub use retry::{is_retryable, parse_retry_after, RetryPolicy};
 pub use tools::{Approvals, Executor, ExecutorBuilder, ToolBatch, ToolCall, ToolResult, ToolRun};

@@ -17,7 +17,7 @@ use uuid::Uuid;
 
 pub use queries::{
     AgentQuery, AnomalyQuery, CheckpointQuery, ConversationQuery, ConversationTaskQuery, ListQuery,
-    MessageQuery, Paging, TaskQuery, ToolCallQuery, TurnQuery,
+    MessageQuery, Paging, SessionQuery, TaskQuery, ToolCallQuery, TurnQuery,
 };
 
 use crate::http::{segment, Call};
@@ -224,6 +224,14 @@ impl Reader {
     /// `404 agent_not_found`, and the [`Error`]s of any call.
     pub async fn agent(&self, id: Uuid) -> Result<AgentView, Error> {
         self.get(format!("/v1/agents/{id}"), Vec::new()).await
+    }
+
+    /// `GET /v1/sessions`: one page ([`SessionQuery`]).
+    ///
+    /// # Errors
+    /// The [`Error`]s of any call.
+    pub async fn sessions(&self, query: &SessionQuery) -> Result<Page<SessionView>, Error> {
+        self.list(query).await
     }
 
     /// `GET /v1/agents`: one page ([`AgentQuery`]).

@@ -4,11 +4,11 @@
 
 use chrono::{DateTime, Utc};
 use pm_application::views::{
-    AgentView, AnomalyView, ConversationView, TaskView, ToolCallView, TurnView,
+    AgentView, AnomalyView, ConversationView, SessionView, TaskView, ToolCallView, TurnView,
 };
 use pm_domain::checkpoint::ConversationCheckpointCreated;
 use pm_domain::message::MessageAdded;
-use pm_domain::saga::{AgentState, ToolCallState, TurnState};
+use pm_domain::saga::{AgentState, ConversationState, SessionState, ToolCallState, TurnState};
 use pm_domain::types::{CheckpointType, TaskStatus};
 use serde::de::DeserializeOwned;
 use uuid::Uuid;
@@ -206,6 +206,16 @@ list_query! { child
 list_query! { child
     /// `GET /v1/conversations/{id}/tasks`, by `created_at`, with derived status.
     ConversationTaskQuery => TaskView, "/v1/conversations/{}/tasks";
+}
+
+list_query! { root
+    /// `GET /v1/sessions`, by `created_at`: the operators' overview.
+    SessionQuery => SessionView, "/v1/sessions";
+    /// Sessions in this lifecycle state.
+    state: SessionState => "state", |s| s.as_str().into();
+    /// Sessions whose conversation is in this FCMP state (`WaitingUser`: a person owes a
+    /// reply).
+    conversation_state: ConversationState => "conversation_state", |s| s.as_str().into();
 }
 
 list_query! { root

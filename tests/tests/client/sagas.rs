@@ -2,8 +2,8 @@
 //! with read-your-writes, and the operator controls with their `409` and `404` codes.
 
 use pm_client::{
-    AgentQuery, AgentRole, AgentState, AnomalyQuery, SessionState, TurnInput, TurnQuery, TurnState,
-    Uuid,
+    AgentQuery, AgentRole, AgentState, AnomalyQuery, SessionQuery, SessionState, TurnInput,
+    TurnQuery, TurnState, Uuid,
 };
 use pm_tests::{on_both_backends, TestDb, ADMIN, LLM};
 
@@ -21,6 +21,16 @@ async fn saga_reads_and_controls(db: TestDb) {
     let read = admin.after(&w.message);
     let session = read.session(cid).await.expect("session");
     assert_eq!(session.state, SessionState::Active);
+    let active = read
+        .sessions(&SessionQuery::new().state(SessionState::Active))
+        .await
+        .expect("sessions");
+    assert!(active.items.contains(&session), "{active:?}");
+    let paused = read
+        .sessions(&SessionQuery::new().state(SessionState::Paused))
+        .await
+        .expect("sessions");
+    assert!(paused.items.iter().all(|s| s.conversation_id != cid));
     let agents = read
         .agents(&AgentQuery::new().conversation_id(cid))
         .await
