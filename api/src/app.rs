@@ -192,6 +192,9 @@ impl Application {
                 .await
                 .map_err(StartError::Store)?;
         }
+        // The process's one reader of the log's tail: SSE streams and the processors take
+        // their events from it (each reads the store itself only while behind it).
+        let tail = LogTail::new();
         let (runner, processor_status) = ProcessorRunner::new(
             Arc::new(projection),
             processors.clone(),
@@ -202,6 +205,7 @@ impl Application {
                 std::time::Duration::from_millis(config.projection_linger_ms),
             ),
         );
+        let runner = runner.with_tail(tail.clone());
         let engine = Arc::new(
             SagaEngine::new(
                 DbSagaStore::new(db.clone(), appender),
@@ -217,6 +221,7 @@ impl Application {
             // A human message becomes a dispatched turn at once.
             runner_options(config, &owner, std::time::Duration::ZERO),
         );
+        let saga_runner = saga_runner.with_tail(tail.clone());
         let scheduler = DeadlineScheduler::new(
             engine.clone(),
             saga_status.clone(),
@@ -247,6 +252,7 @@ impl Application {
                 runner_options(config, &owner, std::time::Duration::ZERO),
             )
             .0
+            .with_tail(tail.clone())
         });
         let (webhooks, webhook_admin) = crate::webhooks::build(
             config,
@@ -259,7 +265,7 @@ impl Application {
         let state = AppState::new(Shared {
             commands: Arc::new(commands),
             log: log.clone(),
-            tail: LogTail::new(),
+            tail,
             queries: Queries::new(
                 ReadModel::new(db.clone()),
                 SagaReads::new(db.clone()),

@@ -158,6 +158,12 @@ pub const CATALOGUE: &[Metric] = &[
         label: None,
     },
     Metric {
+        name: "pm_processor_tail_lagged_total",
+        kind: Kind::Counter,
+        help: "Times a processor fell more than the log tail's buffer behind it (it then reads the store until it catches up).",
+        label: None,
+    },
+    Metric {
         name: "pm_webhook_deliveries_total",
         kind: Kind::Counter,
         help: "Webhook delivery attempts, by outcome (delivered: a 2xx answer; failed: retried or paused).",

@@ -12,6 +12,9 @@
 //!   when it cannot name one); the events before it are applied, it is recorded with its
 //!   error and skipped, and the processor goes on.
 //! - **Transient errors are retried** with exponential backoff.
+//! - **Events from the log tail** ([`ProcessorRunner::with_tail`]): a runner at the tail's
+//!   position takes its events from the process's one reader of the log instead of
+//!   reading the store itself; behind it, it reads the store (see [`feed`]).
 //! - **Status** (cursor, lag, parked count) is published on a watch channel and as
 //!   metrics (`pm_processor_lag_events`, `pm_processor_events_total`,
 //!   `pm_processor_parked_total`).
@@ -26,8 +29,10 @@ use tokio_util::sync::CancellationToken;
 use crate::log::{EventFilter, LogPosition, LogReader, LoggedEvent};
 use crate::AppError;
 
+mod feed;
 pub mod isolate;
 
+use feed::Feed;
 use isolate::{apply_isolating, Failure, Isolation};
 
 /// Why a batch did not apply. The transaction was rolled back in every case.
@@ -137,6 +142,7 @@ pub struct ProcessorRunner<H, S, L> {
     log: L,
     options: RunnerOptions,
     status: watch::Sender<ProcessorStatus>,
+    tail: Option<crate::log::tail::LogTail>,
 }
 
 impl<H: BatchHandler, S: ProcessorStore, L: LogReader> ProcessorRunner<H, S, L> {
@@ -155,9 +161,18 @@ impl<H: BatchHandler, S: ProcessorStore, L: LogReader> ProcessorRunner<H, S, L> 
                 log,
                 options,
                 status,
+                tail: None,
             },
             rx,
         )
+    }
+
+    /// Takes events from `tail` (the process's reader of the log, which must be run)
+    /// whenever its batches continue from the cursor, instead of reading the store.
+    #[must_use]
+    pub fn with_tail(mut self, tail: crate::log::tail::LogTail) -> Self {
+        self.tail = Some(tail);
+        self
     }
 
     /// Runs until `shutdown` is cancelled, then gives ownership up.
@@ -172,6 +187,7 @@ impl<H: BatchHandler, S: ProcessorStore, L: LogReader> ProcessorRunner<H, S, L> 
         // The lag metric costs a query of the log's head: at most once a second.
         let mut lag_reported: Option<tokio::time::Instant> = None;
         let all = EventFilter::default();
+        let mut feed = self.tail.clone().map(Feed::new);
         while !shutdown.is_cancelled() {
             if !leader || claimed_at.elapsed() >= self.options.ownership_check {
                 match self.store.claim(&name, &self.options.owner).await {
@@ -217,11 +233,15 @@ impl<H: BatchHandler, S: ProcessorStore, L: LogReader> ProcessorRunner<H, S, L> 
             };
             cursor = Some(from);
             doorbell.borrow_and_update();
-            let events = match self
-                .log
-                .read_after(from, &all, self.options.batch_size)
-                .await
-            {
+            let read = match &mut feed {
+                Some(feed) => feed.read(from, self.options.batch_size, &self.log).await,
+                None => {
+                    self.log
+                        .read_after(from, &all, self.options.batch_size)
+                        .await
+                }
+            };
+            let events = match read {
                 Ok(events) => events,
                 Err(e) => {
                     self.fail(&name, &e.to_string(), &mut backoff, &shutdown)
@@ -234,8 +254,16 @@ impl<H: BatchHandler, S: ProcessorStore, L: LogReader> ProcessorRunner<H, S, L> 
                 lag_reported = Some(tokio::time::Instant::now());
             }
             if events.is_empty() {
-                self.idle(&mut doorbell, self.options.poll_interval, &shutdown)
-                    .await;
+                match &mut feed {
+                    Some(feed) => tokio::select! {
+                        _ = shutdown.cancelled() => {}
+                        _ = feed.wait(self.options.poll_interval) => {}
+                    },
+                    None => {
+                        self.idle(&mut doorbell, self.options.poll_interval, &shutdown)
+                            .await
+                    }
+                }
                 continue;
             }
             let full = events.len() >= self.options.batch_size as usize;

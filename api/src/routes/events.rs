@@ -260,7 +260,7 @@ fn stream(
                         Fit::Seen => {}
                         Fit::Gap => continue 'catch_up,
                         Fit::Deliver(from) => {
-                            let fresh = batch.events[from..].iter().zip(&batch.data[from..]);
+                            let fresh = batch.events[from..].iter().zip(&batch.data()[from..]);
                             for (e, data) in fresh {
                                 if filter.matches(&e.event_type, e.conversation_id) {
                                     yield Ok(Event::default()

@@ -8,7 +8,8 @@
 //! [`CAPACITY`] batches behind loses its place ([`tokio::sync::broadcast`]'s `Lagged`)
 //! and is ended by the stream with a clear last event, to resume with `Last-Event-ID`.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio::sync::broadcast;
@@ -39,8 +40,9 @@ pub struct Batch {
     pub after: LogPosition,
     /// The events, at least one.
     pub events: Vec<LoggedEvent>,
-    /// Each event's CloudEvent JSON, rendered once for every stream.
-    pub data: Vec<Arc<str>>,
+    /// Each event's CloudEvent JSON, rendered once for every stream — when the first
+    /// stream asks ([`Batch::data`]): processors take the events alone.
+    data: OnceLock<Vec<Arc<str>>>,
 }
 
 /// Where a batch stands with a subscriber at `cursor`.
@@ -56,6 +58,21 @@ pub enum Fit {
 }
 
 impl Batch {
+    /// A batch of `events` (at least one) after `after`.
+    pub fn new(after: LogPosition, events: Vec<LoggedEvent>) -> Self {
+        Self {
+            after,
+            events,
+            data: OnceLock::new(),
+        }
+    }
+
+    /// Each event's CloudEvent JSON (rendered at the first call, once for every stream).
+    pub fn data(&self) -> &[Arc<str>] {
+        self.data
+            .get_or_init(|| self.events.iter().map(render).collect())
+    }
+
     /// The position of its last event.
     pub fn last(&self) -> LogPosition {
         self.events.last().map_or(self.after, |e| e.position)
@@ -77,6 +94,9 @@ impl Batch {
 #[derive(Debug, Clone)]
 pub struct LogTail {
     tx: broadcast::Sender<Arc<Batch>>,
+    /// How far the tail has read (or, with nobody subscribed, seen the head): a reader
+    /// behind it that receives no batch reads the store itself.
+    position: Arc<AtomicI64>,
 }
 
 impl Default for LogTail {
@@ -89,7 +109,15 @@ impl LogTail {
     /// A tail without its reader yet: subscribe now, [`run`](LogTail::run) it later.
     pub fn new() -> Self {
         let (tx, _) = broadcast::channel(CAPACITY);
-        Self { tx }
+        Self {
+            tx,
+            position: Arc::new(AtomicI64::new(0)),
+        }
+    }
+
+    /// How far the tail has read the log.
+    pub fn position(&self) -> LogPosition {
+        LogPosition(self.position.load(Ordering::Acquire))
     }
 
     /// Reads the log from its head on, broadcasting every new stretch, until `shutdown`.
@@ -97,7 +125,10 @@ impl LogTail {
         let mut doorbell = log.doorbell();
         let mut cursor = loop {
             match log.head().await {
-                Ok(head) => break head,
+                Ok(head) => {
+                    self.position.fetch_max(head.0, Ordering::AcqRel);
+                    break head;
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "the log tail could not read the head; retrying")
                 }
@@ -115,7 +146,10 @@ impl LogTail {
                 // subscriber catches up from the store, and the batches follow on from
                 // here (one that does not fit its cursor sends it to the store again).
                 match log.head().await {
-                    Ok(head) => cursor = cursor.max(head),
+                    Ok(head) => {
+                        cursor = cursor.max(head);
+                        self.position.fetch_max(cursor.0, Ordering::AcqRel);
+                    }
                     Err(e) => {
                         tracing::warn!(error = %e, "the log tail could not read the head; retrying")
                     }
@@ -127,14 +161,11 @@ impl LogTail {
                         let after = std::mem::replace(&mut cursor, last);
                         metrics::counter!("pm_log_tail_events_total")
                             .increment(events.len() as u64);
-                        let data = events.iter().map(render).collect();
-                        let batch = Batch {
-                            after,
-                            events,
-                            data,
-                        };
+                        // Sent before the position moves: a reader that sees the
+                        // position has the batch waiting (or lagged past it).
                         // A subscriber that left meanwhile is not an error.
-                        let _ = self.tx.send(Arc::new(batch));
+                        let _ = self.tx.send(Arc::new(Batch::new(after, events)));
+                        self.position.fetch_max(last.0, Ordering::AcqRel);
                         continue;
                     }
                     Ok(_) => {}
@@ -154,6 +185,12 @@ impl LogTail {
     /// Batches from now on.
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<Batch>> {
         self.tx.subscribe()
+    }
+
+    /// The broadcast, for tests that play the tail's reader.
+    #[cfg(test)]
+    pub(crate) fn tx_for_tests(&self) -> &broadcast::Sender<Arc<Batch>> {
+        &self.tx
     }
 }
 
@@ -177,11 +214,7 @@ mod tests {
 
     fn batch(after: i64, positions: &[i64]) -> Batch {
         let events: Vec<_> = positions.iter().copied().map(event).collect();
-        Batch {
-            after: LogPosition(after),
-            data: events.iter().map(render).collect(),
-            events,
-        }
+        Batch::new(LogPosition(after), events)
     }
 
     #[test]
