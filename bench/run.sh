@@ -9,6 +9,9 @@
 #                                                  # another commit), not built here
 #   MIX=workers bench/run.sh                       # that mix alone (no keyless or lag runs)
 #   MIX=workers STORE=sqlite bench/run.sh          # on a fresh SQLite file (no raw INSERT rate)
+#   MIX=messages MIX_ARGS="--rate 1800 --subscribers 100" bench/run.sh
+#                                                  # one run with pm-bench options (a lag
+#                                                  # comparison at one fixed rate)
 #   PM_NATS_URL=nats://127.0.0.1:4222 bench/run.sh # with the JetStream relay on (and its lag)
 #
 # The `workers` mix (issue 15) runs C workers over CONVERSATIONS conversations (default
@@ -32,7 +35,7 @@ PG=${PG:-postgres://postgres@127.0.0.1:5432}
 PORT=${PORT:-18090}
 OUT=${OUT:-bench/results.jsonl}
 BIN=${BIN:-}
-MIX=${MIX:-}; STORE=${STORE:-postgres}; DB=${DB:-pm_bench_svc}
+MIX=${MIX:-}; MIX_ARGS=${MIX_ARGS:-}; STORE=${STORE:-postgres}; DB=${DB:-pm_bench_svc}
 CONVERSATIONS=${CONVERSATIONS:-}; WORKERS_ARGS=${WORKERS_ARGS:-}
 
 if [ -z "$BIN" ]; then
@@ -74,7 +77,8 @@ bench() {
 }
 
 if [ -n "$MIX" ]; then
-  bench "$MIX"
+  # shellcheck disable=SC2086
+  bench "$MIX" $MIX_ARGS
 else
   for mix in $MIXES; do bench "$mix"; done
   for mix in $KEYLESS; do bench "$mix" --no-idempotency-keys; done

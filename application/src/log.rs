@@ -10,6 +10,8 @@ use uuid::Uuid;
 
 use crate::AppError;
 
+#[cfg(test)]
+pub(crate) mod memory;
 pub mod tail;
 
 /// An event's place in the global log: a number that grows in commit order (appends take

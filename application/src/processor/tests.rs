@@ -4,78 +4,21 @@
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use serde_json::json;
-
 use super::*;
+use crate::log::memory::{self, MemoryLog};
 
 /// A logged event at position `seq` (also the isolation tests' events).
 pub(super) fn event(seq: i64) -> LoggedEvent {
-    LoggedEvent {
-        position: LogPosition(seq),
-        aggregate_type: "note".into(),
-        aggregate_id: format!("n{seq}"),
-        sequence: 1,
-        event_type: "note.written".into(),
-        event_version: "1.0".into(),
-        payload: json!({}),
-        metadata: json!({}),
-        conversation_id: None,
-    }
+    memory::event(seq, "note.written")
 }
 
 /// The log: events 1..=n, a doorbell.
-#[derive(Clone)]
-struct FakeLog {
-    events: Arc<Mutex<Vec<LoggedEvent>>>,
-    bell: Arc<watch::Sender<u64>>,
-}
-
-impl FakeLog {
-    fn with(n: i64) -> Self {
-        Self {
-            events: Arc::new(Mutex::new((1..=n).map(event).collect())),
-            bell: Arc::new(watch::channel(0).0),
-        }
+fn log_of(n: i64) -> MemoryLog {
+    let log = MemoryLog::new();
+    for seq in 1..=n {
+        log.push(event(seq));
     }
-
-    fn append(&self, seq: i64) {
-        self.events.lock().expect("lock").push(event(seq));
-        self.bell.send_modify(|n| *n += 1);
-    }
-}
-
-impl LogReader for FakeLog {
-    async fn read_after(
-        &self,
-        after: LogPosition,
-        _: &EventFilter,
-        limit: u32,
-    ) -> Result<Vec<LoggedEvent>, AppError> {
-        let events = self.events.lock().expect("lock");
-        Ok(events
-            .iter()
-            .filter(|e| e.position > after)
-            .take(limit as usize)
-            .cloned()
-            .collect())
-    }
-
-    async fn head(&self) -> Result<LogPosition, AppError> {
-        Ok(self
-            .events
-            .lock()
-            .expect("lock")
-            .last()
-            .map_or(LogPosition::START, |e| e.position))
-    }
-
-    async fn held_back(&self) -> Result<Option<Duration>, AppError> {
-        Ok(None)
-    }
-
-    fn doorbell(&self) -> watch::Receiver<u64> {
-        self.bell.subscribe()
-    }
+    log
 }
 
 /// What the handler does with the next batch.
@@ -185,7 +128,7 @@ fn options() -> RunnerOptions {
 /// Runs the runner until `done` holds (time is paused: waits cost nothing), then stops it.
 async fn run_until(
     shared: &Shared,
-    log: &FakeLog,
+    log: &MemoryLog,
     done: impl Fn(&World) -> bool,
 ) -> ProcessorStatus {
     let (runner, status) = ProcessorRunner::new(
@@ -212,7 +155,7 @@ async fn run_until(
 async fn given_the_lease_when_events_arrive_then_each_is_applied_once_in_order() {
     let shared = Shared::default();
     shared.with(|w| w.lease = true);
-    let log = FakeLog::with(7);
+    let log = log_of(7);
     let status = run_until(&shared, &log, |w| w.applied.len() == 7).await;
     assert_eq!(
         shared.with(|w| w.applied.clone()),
@@ -225,7 +168,7 @@ async fn given_the_lease_when_events_arrive_then_each_is_applied_once_in_order()
 #[tokio::test(start_paused = true)]
 async fn given_no_lease_then_nothing_is_applied_until_it_is_granted() {
     let shared = Shared::default();
-    let log = FakeLog::with(4);
+    let log = log_of(4);
     let (runner, status) = ProcessorRunner::new(
         Arc::new(shared.clone()),
         shared.clone(),
@@ -256,7 +199,7 @@ async fn given_no_lease_then_nothing_is_applied_until_it_is_granted() {
 async fn given_the_lease_lost_then_applying_stops_and_resumes_from_the_stored_cursor() {
     let shared = Shared::default();
     shared.with(|w| w.lease = true);
-    let log = FakeLog::with(3);
+    let log = log_of(3);
     let (runner, _status) = ProcessorRunner::new(
         Arc::new(shared.clone()),
         shared.clone(),
@@ -271,8 +214,8 @@ async fn given_the_lease_lost_then_applying_stops_and_resumes_from_the_stored_cu
     // Another replica takes over and applies 4 and 5 meanwhile.
     shared.with(|w| w.lease = false);
     tokio::time::sleep(Duration::from_secs(2)).await;
-    log.append(4);
-    log.append(5);
+    log.push(event(4));
+    log.push(event(5));
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(
         shared.with(|w| w.applied.len()),
@@ -283,7 +226,7 @@ async fn given_the_lease_lost_then_applying_stops_and_resumes_from_the_stored_cu
         w.applied.extend([4, 5]);
         w.cursor = LogPosition(5);
     });
-    log.append(6);
+    log.push(event(6));
     shared.with(|w| w.lease = true);
     while shared.with(|w| w.applied.len() < 6) {
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -301,7 +244,7 @@ async fn given_the_cursor_moved_under_the_runner_then_it_reloads_and_applies_not
         // Before the first batch applies, another owner has already applied 1 and 2.
         w.script.push_back(Next::MoveCursorTo(2));
     });
-    let log = FakeLog::with(5);
+    let log = log_of(5);
     run_until(&shared, &log, |w| w.cursor.0 == 5).await;
     assert_eq!(shared.with(|w| w.applied.clone()), vec![3, 4, 5]);
 }
@@ -313,7 +256,7 @@ async fn given_a_poison_event_then_it_is_parked_and_the_others_are_applied() {
         w.lease = true;
         w.poison.insert(2);
     });
-    let log = FakeLog::with(5);
+    let log = log_of(5);
     let status = run_until(&shared, &log, |w| w.cursor.0 == 5).await;
     assert_eq!(shared.with(|w| w.applied.clone()), vec![1, 3, 4, 5]);
     assert_eq!(shared.with(|w| w.parked.clone()), vec![2]);
@@ -328,7 +271,7 @@ async fn given_a_rejected_batch_then_it_is_bisected_and_only_the_poison_events_p
         w.anonymous = true;
         w.poison.extend([2, 5]);
     });
-    let log = FakeLog::with(7);
+    let log = log_of(7);
     let status = run_until(&shared, &log, |w| w.cursor.0 == 7).await;
     assert_eq!(shared.with(|w| w.applied.clone()), vec![1, 3, 4, 6, 7]);
     assert_eq!(shared.with(|w| w.parked.clone()), vec![2, 5]);
@@ -343,7 +286,7 @@ async fn given_transient_failures_then_the_batch_is_retried_until_it_applies() {
         w.script
             .extend([Next::Transient, Next::Transient, Next::Transient]);
     });
-    let log = FakeLog::with(2);
+    let log = log_of(2);
     let status = run_until(&shared, &log, |w| w.applied.len() == 2).await;
     assert_eq!(shared.with(|w| w.applied.clone()), vec![1, 2]);
     assert_eq!(

@@ -6,81 +6,12 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
 use chrono::{DateTime, Utc};
-use serde_json::json;
-use tokio::sync::watch;
 
 use super::*;
 use crate::clock::SystemClock;
-use crate::log::EventFilter;
+use crate::log::memory::MemoryLog;
 use crate::webhooks::{NewWebhook, WebhookState, WebhookView};
 use crate::AppError;
-
-fn event(seq: i64, event_type: &str) -> LoggedEvent {
-    LoggedEvent {
-        position: LogPosition(seq),
-        aggregate_type: "turn".into(),
-        aggregate_id: format!("t{seq}"),
-        sequence: 1,
-        event_type: event_type.into(),
-        event_version: "1.0".into(),
-        payload: json!({"n": seq}),
-        metadata: json!({}),
-        conversation_id: None,
-    }
-}
-
-#[derive(Clone)]
-struct FakeLog {
-    events: Arc<Mutex<Vec<LoggedEvent>>>,
-    bell: Arc<watch::Sender<u64>>,
-}
-
-impl FakeLog {
-    fn new() -> Self {
-        Self {
-            events: Arc::default(),
-            bell: Arc::new(watch::channel(0).0),
-        }
-    }
-
-    fn append(&self, event_type: &str) -> i64 {
-        let mut events = self.events.lock().expect("lock");
-        let seq = events.len() as i64 + 1;
-        events.push(event(seq, event_type));
-        self.bell.send_modify(|n| *n += 1);
-        seq
-    }
-}
-
-impl LogReader for FakeLog {
-    async fn read_after(
-        &self,
-        after: LogPosition,
-        filter: &EventFilter,
-        limit: u32,
-    ) -> Result<Vec<LoggedEvent>, AppError> {
-        let events = self.events.lock().expect("lock");
-        Ok(events
-            .iter()
-            .filter(|e| e.position > after && filter.matches(&e.event_type, None))
-            .take(limit as usize)
-            .cloned()
-            .collect())
-    }
-
-    async fn head(&self) -> Result<LogPosition, AppError> {
-        let events = self.events.lock().expect("lock");
-        Ok(events.last().map_or(LogPosition::START, |e| e.position))
-    }
-
-    async fn held_back(&self) -> Result<Option<Duration>, AppError> {
-        Ok(None)
-    }
-
-    fn doorbell(&self) -> watch::Receiver<u64> {
-        self.bell.subscribe()
-    }
-}
 
 struct Row {
     subscription: Subscription,
@@ -277,7 +208,7 @@ impl Receiver {
 }
 
 struct Harness {
-    log: FakeLog,
+    log: MemoryLog,
     store: Arc<FakeStore>,
     receiver: Arc<Receiver>,
     owned: Arc<Mutex<bool>>,
@@ -289,7 +220,7 @@ struct Harness {
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
 fn start(max_attempts: u32) -> Harness {
-    let log = FakeLog::new();
+    let log = MemoryLog::new();
     let store = Arc::new(FakeStore::default());
     let receiver = Arc::new(Receiver::default());
     let owned = Arc::new(Mutex::new(true));
