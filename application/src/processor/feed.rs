@@ -20,11 +20,17 @@ use crate::log::tail::{Batch, Fit, LogTail};
 use crate::log::{EventFilter, LogPosition, LogReader, LoggedEvent};
 use crate::AppError;
 
+/// How long a caught-up feed trusts a quiet tail before reading the store once anyway: a
+/// tail that stopped (its reads failing, its task gone) costs latency, never progress.
+const TRUST: Duration = Duration::from_secs(1);
+
 /// A subscription to the tail, with the batch not yet consumed.
 pub(super) struct Feed {
     tail: LogTail,
     rx: Receiver<Arc<Batch>>,
     held: Option<Arc<Batch>>,
+    /// When the store was last read (or a batch last delivered).
+    checked: tokio::time::Instant,
 }
 
 impl Feed {
@@ -35,6 +41,7 @@ impl Feed {
             tail,
             rx,
             held: None,
+            checked: tokio::time::Instant::now(),
         }
     }
 
@@ -83,11 +90,17 @@ impl Feed {
                 }
             }
         }
-        if out.is_empty() && (self.held.is_some() || self.tail.position() > from) {
-            // Behind the tail: the store has what no batch here continues with.
+        let behind = self.held.is_some() || self.tail.position() > from;
+        if out.is_empty() && (behind || self.checked.elapsed() >= TRUST) {
+            // Behind the tail (or the tail has been quiet a while): the store has what no
+            // batch here continues with.
+            self.checked = tokio::time::Instant::now();
             return log
                 .read_after(from, &EventFilter::default(), limit as u32)
                 .await;
+        }
+        if !out.is_empty() {
+            self.checked = tokio::time::Instant::now();
         }
         Ok(out)
     }
@@ -176,6 +189,28 @@ mod tests {
         let third = feed.read(LogPosition(10), 6, &store).await.expect("read");
         assert_eq!(positions(&third), vec![11, 12]);
         assert_eq!(store.reads(), vec![0, 4]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn given_a_tail_that_stopped_when_idle_then_the_store_is_read_once_a_second() {
+        // A tail that never runs: its position stays at 0, no batch ever comes.
+        let store = log_of(3);
+        let mut feed = Feed::new(LogTail::new());
+        assert!(feed
+            .read(LogPosition(0), 10, &store)
+            .await
+            .expect("read")
+            .is_empty());
+        assert!(store.reads().is_empty(), "trusted at first");
+        tokio::time::advance(TRUST).await;
+        let events = feed.read(LogPosition(0), 10, &store).await.expect("read");
+        assert_eq!(positions(&events), vec![1, 2, 3]);
+        assert!(feed
+            .read(LogPosition(3), 10, &store)
+            .await
+            .expect("read")
+            .is_empty());
+        assert_eq!(store.reads(), vec![0], "and trusted again for a second");
     }
 
     #[tokio::test]
