@@ -22,3 +22,4 @@ mod positions;
 mod relay_crash;
 mod takeover;
 mod validation;
+mod webhook_crash;
