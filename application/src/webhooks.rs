@@ -122,6 +122,10 @@ pub struct Subscription {
     pub position: LogPosition,
     /// Bumped by every resume: a delivery loop started before it may no longer write.
     pub generation: i64,
+    /// The failing delivery's position and attempts so far (from `last_error`): a loop
+    /// that starts again — after a restart or a takeover — goes on counting, so the
+    /// retries run out even for a service that keeps restarting.
+    pub failing: Option<(LogPosition, u32)>,
 }
 
 impl Subscription {

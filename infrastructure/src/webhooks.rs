@@ -69,6 +69,9 @@ fn subscription(row: &DbRow) -> Result<Subscription, sqlx::Error> {
         secret: row.string("secret")?,
         position: LogPosition(row.int("position")?),
         generation: row.int("generation")?,
+        failing: view(row)?
+            .last_error
+            .and_then(|f| Some((f.position.parse().ok()?, f.attempts))),
     })
 }
 

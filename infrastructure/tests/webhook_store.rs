@@ -88,6 +88,12 @@ async fn subscriptions_keep_their_cursor_under_compare_and_set(db: TestDb) {
         (view.state, view.last_error),
         (WebhookState::Active, Some(failure(10, 1)))
     );
+    let failing = store.active().await.expect("active")[0].failing;
+    assert_eq!(
+        failing,
+        Some((LogPosition(10), 1)),
+        "a new loop goes on counting"
+    );
     assert!(store
         .fail(id, 0, &failure(10, 3), true)
         .await

@@ -354,7 +354,10 @@ impl<S: WebhookStore, L: LogReader, D: Deliverer> Loop<S, L, D> {
                 return Outcome::Stop;
             }
         };
-        let mut attempts = 0u32;
+        let mut attempts = match self.subscription.failing {
+            Some((position, attempts)) if position == event.position => attempts,
+            _ => 0,
+        };
         loop {
             attempts = attempts.saturating_add(1);
             let timestamp = self.clock.now().timestamp();

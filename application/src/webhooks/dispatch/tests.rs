@@ -48,6 +48,7 @@ impl WebhookStore for FakeStore {
                         secret: new.secret.clone(),
                         position: new.position,
                         generation: 0,
+                        failing: None,
                     },
                     state: WebhookState::Active,
                     last_error: None,
@@ -94,7 +95,13 @@ impl WebhookStore for FakeStore {
         Ok(rows
             .values()
             .filter(|r| r.state == WebhookState::Active)
-            .map(|r| r.subscription.clone())
+            .map(|r| Subscription {
+                failing: r
+                    .last_error
+                    .as_ref()
+                    .and_then(|f| Some((f.position.parse().ok()?, f.attempts))),
+                ..r.subscription.clone()
+            })
             .collect())
     }
 
@@ -388,6 +395,30 @@ async fn given_a_receiver_that_keeps_failing_when_retries_run_out_then_it_pauses
     h.changes.notify_one();
     h.settle(1_000).await;
     assert_eq!(h.receiver.positions(), vec![1, 1, 1, 1, 2, 2]);
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn given_a_failing_delivery_when_the_loop_starts_again_then_it_goes_on_counting_its_attempts()
+{
+    let h = start(4);
+    let id = h.subscribe(&["*"]).await;
+    *h.receiver.down.lock().expect("lock") = true;
+    h.log.append("turn.started");
+    // Two attempts, then another owner takes over (this replica loses and regains it).
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    *h.owned.lock().expect("lock") = false;
+    h.settle(500).await;
+    let before = h.receiver.positions().len();
+    assert!(
+        (1..4).contains(&before),
+        "{before} attempts before the handover"
+    );
+    *h.owned.lock().expect("lock") = true;
+    h.settle(5_000).await;
+    // Four attempts in all, not four more.
+    assert_eq!(h.receiver.positions(), vec![1; 4]);
+    assert_eq!(h.store.row(id, |r| r.state), WebhookState::Paused);
     h.stop().await;
 }
 
