@@ -156,7 +156,7 @@ fn authenticate(parts: &Parts, tokens: &Tokens) -> Result<Caller, ApiError> {
     let unauthorized =
         |detail: &str| ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", detail);
     let Some(value) = parts.headers.get(header::AUTHORIZATION) else {
-        return match console_cookie(parts) {
+        return match crate::console::session::from_headers(&parts.headers) {
             Some(cookie) => console_caller(parts, tokens, cookie),
             None => Err(unauthorized("missing Authorization: Bearer <token>")),
         };
@@ -175,16 +175,6 @@ fn authenticate(parts: &Parts, tokens: &Tokens) -> Result<Caller, ApiError> {
         .ok_or_else(|| unauthorized("unknown token"))
 }
 
-/// The console's session cookie, when the request carries one.
-fn console_cookie(parts: &Parts) -> Option<&str> {
-    parts
-        .headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .find_map(|h| crate::console::session::cookie(h, crate::console::session::COOKIE))
-}
-
 /// The caller of a console request (the browser, signed in with a cookie): its role, once
 /// a write also shows the session's CSRF token.
 fn console_caller(parts: &Parts, tokens: &Tokens, cookie: &str) -> Result<Caller, ApiError> {
@@ -194,15 +184,7 @@ fn console_caller(parts: &Parts, tokens: &Tokens, cookie: &str) -> Result<Caller
         .map_err(|e| ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", e.to_string()))?;
     let safe = matches!(parts.method.as_str(), "GET" | "HEAD" | "OPTIONS");
     let shown = parts.headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok());
-    let matches = shown.is_some_and(|shown| {
-        // Compared in constant time: a timing answer must not spell the token out.
-        shown.len() == session.csrf.len()
-            && shown
-                .bytes()
-                .zip(session.csrf.bytes())
-                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-                == 0
-    });
+    let matches = shown.is_some_and(|shown| session.csrf_matches(shown));
     if !safe && !matches {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,

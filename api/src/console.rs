@@ -158,12 +158,8 @@ async fn current(State(state): State<AppState>, headers: HeaderMap) -> Result<Re
     }
     let unauthorized =
         |detail: String| ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", detail);
-    let cookie = headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .find_map(|h| session::cookie(h, session::COOKIE))
-        .ok_or_else(|| unauthorized("not signed in".into()))?;
+    let cookie =
+        session::from_headers(&headers).ok_or_else(|| unauthorized("not signed in".into()))?;
     let signed_in = session::verify(&state.tokens, cookie, chrono::Utc::now().timestamp())
         .map_err(|e| unauthorized(e.to_string()))?;
     let response = answer(

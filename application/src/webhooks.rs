@@ -160,6 +160,23 @@ pub struct NewWebhook {
     pub at: DateTime<Utc>,
 }
 
+impl NewWebhook {
+    /// The subscription as it is once stored, with its secret (the creating answer).
+    pub fn view(&self) -> WebhookView {
+        WebhookView {
+            id: self.id,
+            url: self.url.clone(),
+            types: self.types.clone(),
+            secret: Some(self.secret.clone()),
+            state: WebhookState::Active,
+            position: self.position.to_string(),
+            last_error: None,
+            created_at: self.at,
+            updated_at: self.at,
+        }
+    }
+}
+
 /// Storage of subscriptions and their cursors.
 ///
 /// Every write of the dispatcher names the subscription's `generation` and is refused

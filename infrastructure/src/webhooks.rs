@@ -42,12 +42,15 @@ fn types_of(row: &DbRow) -> Result<Vec<String>, sqlx::Error> {
     serde_json::from_str(&row.string("types")?).map_err(|e| corrupt("types", e))
 }
 
+fn last_error(row: &DbRow) -> Result<Option<DeliveryFailure>, sqlx::Error> {
+    row.opt_string("last_error")?
+        .map(|raw| serde_json::from_str(&raw).map_err(|e| corrupt("last_error", e)))
+        .transpose()
+}
+
 fn view(row: &DbRow) -> Result<WebhookView, sqlx::Error> {
     let state = row.string("state")?;
-    let last_error = match row.opt_string("last_error")? {
-        Some(raw) => Some(serde_json::from_str(&raw).map_err(|e| corrupt("last_error", e))?),
-        None => None,
-    };
+    let last_error = last_error(row)?;
     Ok(WebhookView {
         id: row.uuid("id")?,
         url: row.string("url")?,
@@ -69,9 +72,7 @@ fn subscription(row: &DbRow) -> Result<Subscription, sqlx::Error> {
         secret: row.string("secret")?,
         position: LogPosition(row.int("position")?),
         generation: row.int("generation")?,
-        failing: view(row)?
-            .last_error
-            .and_then(|f| Some((f.position.parse().ok()?, f.attempts))),
+        failing: last_error(row)?.and_then(|f| Some((f.position.parse().ok()?, f.attempts))),
     })
 }
 

@@ -135,6 +135,19 @@ pub fn verify(tokens: &Tokens, value: &str, now: i64) -> Result<ConsoleSession, 
     })
 }
 
+impl ConsoleSession {
+    /// Whether `shown` is this session's CSRF token (compared in constant time: a timing
+    /// answer must not spell the token out).
+    pub fn csrf_matches(&self, shown: &str) -> bool {
+        shown.len() == self.csrf.len()
+            && shown
+                .bytes()
+                .zip(self.csrf.bytes())
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                == 0
+    }
+}
+
 /// The value of cookie `name` in a `Cookie` header.
 pub fn cookie<'h>(header: &'h str, name: &str) -> Option<&'h str> {
     header
@@ -142,6 +155,15 @@ pub fn cookie<'h>(header: &'h str, name: &str) -> Option<&'h str> {
         .filter_map(|pair| pair.trim().split_once('='))
         .find(|(k, _)| *k == name)
         .map(|(_, v)| v)
+}
+
+/// The console's cookie among a request's `Cookie` headers.
+pub fn from_headers(headers: &axum::http::HeaderMap) -> Option<&str> {
+    headers
+        .get_all(axum::http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find_map(|h| cookie(h, COOKIE))
 }
 
 #[cfg(test)]
@@ -192,6 +214,8 @@ mod tests {
         let (_, a) = issue("admin-token-1", Role::Admin, 1_000);
         let (_, b) = issue("admin-token-1", Role::Admin, 1_001);
         assert_ne!(a.csrf, b.csrf);
+        assert!(a.csrf_matches(&a.csrf.clone()));
+        assert!(!a.csrf_matches(&b.csrf) && !a.csrf_matches(""));
         assert_eq!(cookie("a=1; pm_console=v1.x; b=2", COOKIE), Some("v1.x"));
         assert_eq!(cookie("a=1", COOKIE), None);
     }

@@ -3,7 +3,6 @@
 //! event or a given position). Deliveries are the dispatcher's
 //! ([`pm_application::webhooks::dispatch`]).
 
-use std::net::IpAddr;
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
@@ -11,8 +10,9 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use pm_application::log::{LogPosition, LogReader};
-use pm_application::webhooks::policy::{HostPolicy, Target, UrlError};
+use pm_application::webhooks::policy::{HostPolicy, UrlError};
 use pm_application::webhooks::{check_types, signature, NewWebhook, WebhookStore, WebhookView};
+use pm_infrastructure::webhooks::http::check_registration;
 use pm_infrastructure::webhooks::DbWebhookStore;
 use serde::Deserialize;
 use tokio::sync::Notify;
@@ -77,38 +77,18 @@ fn not_found(id: Uuid) -> ApiError {
     )
 }
 
-fn not_allowed(detail: impl Into<String>) -> ApiError {
-    ApiError::new(
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "webhook_url_not_allowed",
-        detail,
-    )
-}
-
-/// Checks a URL against the policy, resolving a name that is not listed: every address
-/// it has must be allowed (deliveries check again at every connection).
-async fn check_url(policy: &HostPolicy, url: &str) -> Result<(), ApiError> {
-    let target = policy.check_url(url).map_err(|e| match e {
-        UrlError::Invalid(m) => {
+/// The refusal of a URL: its form, or the host policy.
+fn refused_url(e: UrlError) -> ApiError {
+    match e {
+        UrlError::NotAllowed(m) => ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "webhook_url_not_allowed",
+            m,
+        ),
+        UrlError::Invalid(m) | UrlError::Unresolvable(m) => {
             ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "validation_failed", m)
         }
-        UrlError::NotAllowed(m) => not_allowed(m),
-    })?;
-    let Target::Name(host, port) = target else {
-        return Ok(());
-    };
-    let addresses: Vec<IpAddr> = tokio::net::lookup_host((host.as_str(), port))
-        .await
-        .map_err(|e| ApiError::validation("url", format!("{host} does not resolve ({e})")))?
-        .map(|a| a.ip())
-        .collect();
-    if let Some(bad) = addresses.iter().find(|ip| !policy.allows_ip(**ip)) {
-        return Err(not_allowed(format!(
-            "url: {host} resolves to {bad}, which is not allowed ({})",
-            policy.describe()
-        )));
     }
-    Ok(())
 }
 
 /// `POST /v1/webhooks`: subscribes a URL; deliveries start with the events after the
@@ -123,7 +103,9 @@ pub async fn create(
     let body: CreateWebhook = parse_json(&body)?;
     check_types(&body.types).map_err(|e| ApiError::validation("types", e))?;
     let admin = &state.webhooks;
-    check_url(&admin.policy, &body.url).await?;
+    check_registration(&admin.policy, &body.url)
+        .await
+        .map_err(refused_url)?;
     let secret = match body.secret {
         Some(secret) => {
             signature::key(&secret).map_err(|e| ApiError::validation("secret", e))?;
@@ -137,16 +119,12 @@ pub async fn create(
         types: body.types,
         secret,
         position: state.log.head().await?,
-        at: chrono::Utc::now(),
+        // As stored (microseconds): the answer equals what `GET` shows.
+        at: pm_domain::time::truncate(chrono::Utc::now()),
     };
     admin.store.create(&new).await?;
     admin.changes.notify_one();
-    let mut view = admin
-        .store
-        .get(new.id)
-        .await?
-        .ok_or_else(|| not_found(new.id))?;
-    view.secret = Some(new.secret);
+    let view = new.view();
     let location = format!("/v1/webhooks/{}", new.id);
     Ok((
         StatusCode::CREATED,

@@ -89,6 +89,10 @@ pub struct Dispatcher<S, P, L, D> {
     changed: Arc<Notify>,
 }
 
+/// The running loops: per subscription, the generation it was started for, its stop
+/// token and its task.
+type Loops = HashMap<Uuid, (i64, CancellationToken, JoinHandle<()>)>;
+
 /// How one event's delivery ended.
 enum Outcome {
     Delivered,
@@ -122,7 +126,9 @@ where
     #[tracing::instrument(name = "webhooks", skip_all, fields(owner = %self.options.owner))]
     pub async fn run(self, shutdown: CancellationToken) {
         let name = super::WEBHOOKS;
-        let mut loops: HashMap<Uuid, (i64, CancellationToken, JoinHandle<()>)> = HashMap::new();
+        let mut loops: Loops = HashMap::new();
+        // The processor position last stored: written again only when it moves.
+        let mut reported: Option<LogPosition> = None;
         let mut leader = false;
         let mut checked: Option<tokio::time::Instant> = None;
         let mut refreshed: Option<tokio::time::Instant> = None;
@@ -146,7 +152,7 @@ where
             if !leader {
                 stop_all(&mut loops).await;
             } else if refreshed.is_none_or(|at| at.elapsed() >= self.options.refresh)
-                && self.reconcile(&mut loops, &shutdown).await
+                && self.reconcile(&mut loops, &mut reported, &shutdown).await
             {
                 refreshed = Some(tokio::time::Instant::now());
             }
@@ -173,7 +179,8 @@ where
     /// could not be read (retried at the next tick).
     async fn reconcile(
         &self,
-        loops: &mut HashMap<Uuid, (i64, CancellationToken, JoinHandle<()>)>,
+        loops: &mut Loops,
+        reported: &mut Option<LogPosition>,
         shutdown: &CancellationToken,
     ) -> bool {
         let active = match self.ports.store.active().await {
@@ -221,9 +228,10 @@ where
             Some(p) => Some(p),
             None => self.ports.log.head().await.ok(),
         };
-        if let Some(position) = position {
-            if let Err(e) = self.ports.store.report_position(position).await {
-                tracing::debug!(error = %e, "webhooks: cannot store the position");
+        if let Some(position) = position.filter(|p| *reported != Some(*p)) {
+            match self.ports.store.report_position(position).await {
+                Ok(()) => *reported = Some(position),
+                Err(e) => tracing::debug!(error = %e, "webhooks: cannot store the position"),
             }
         }
         metrics::gauge!("pm_webhooks_active").set(active.len() as f64);
@@ -231,7 +239,7 @@ where
     }
 }
 
-async fn stop_all(loops: &mut HashMap<Uuid, (i64, CancellationToken, JoinHandle<()>)>) {
+async fn stop_all(loops: &mut Loops) {
     for (_, (_, token, task)) in loops.drain() {
         token.cancel();
         let _ = task.await;

@@ -30,6 +30,9 @@ pub enum UrlError {
     /// The host or one of its addresses is not allowed.
     #[error("{0}")]
     NotAllowed(String),
+    /// The host name does not resolve (at registration).
+    #[error("{0}")]
+    Unresolvable(String),
 }
 
 /// A malformed `PM_WEBHOOK_ALLOWED_HOSTS` entry.

@@ -49,6 +49,31 @@ impl HttpDeliverer {
     }
 }
 
+/// Checks a URL being registered: its form and host by `policy`, and — for a name the
+/// policy does not list — every address it resolves to now (deliveries check again at
+/// every connection, see [`HttpDeliverer`]).
+///
+/// # Errors
+/// [`UrlError`]; [`UrlError::Unresolvable`] for a name that does not resolve.
+pub async fn check_registration(policy: &HostPolicy, url: &str) -> Result<(), UrlError> {
+    let Target::Name(host, port) = policy.check_url(url)? else {
+        return Ok(());
+    };
+    let addresses = tokio::net::lookup_host((host.as_str(), port))
+        .await
+        .map_err(|e| UrlError::Unresolvable(format!("url: {host} does not resolve ({e})")))?;
+    for address in addresses {
+        if !policy.allows_ip(address.ip()) {
+            return Err(UrlError::NotAllowed(format!(
+                "url: {host} resolves to {}, which is not allowed ({})",
+                address.ip(),
+                policy.describe()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Resolves with the system resolver, keeping only allowed addresses.
 struct PolicyResolver {
     policy: Arc<HostPolicy>,
@@ -97,14 +122,11 @@ fn chain(e: &dyn std::error::Error) -> String {
 impl Deliverer for HttpDeliverer {
     async fn deliver(&self, delivery: &Delivery) -> Result<(), DeliveryError> {
         // Checked again at every delivery: the policy may have changed since registration.
-        match self.policy.check_url(&delivery.url) {
-            Ok(Target::Address(..) | Target::Listed(..) | Target::Name(..)) => {}
-            Err(UrlError::Invalid(m) | UrlError::NotAllowed(m)) => {
-                return Err(DeliveryError {
-                    status: None,
-                    message: m,
-                })
-            }
+        if let Err(e) = self.policy.check_url(&delivery.url) {
+            return Err(DeliveryError {
+                status: None,
+                message: e.to_string(),
+            });
         }
         let response = self
             .client

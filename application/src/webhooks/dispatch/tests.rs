@@ -23,6 +23,8 @@ struct Row {
 struct FakeStore {
     rows: Mutex<HashMap<Uuid, Row>>,
     reported: Mutex<Option<LogPosition>>,
+    /// Cursor writes that fail as if the database were away, before they succeed again.
+    away: Mutex<u32>,
 }
 
 impl FakeStore {
@@ -113,6 +115,13 @@ impl WebhookStore for FakeStore {
         to: LogPosition,
         _: DateTime<Utc>,
     ) -> Result<bool, AppError> {
+        {
+            let mut away = self.away.lock().expect("lock");
+            if *away > 0 {
+                *away -= 1;
+                return Err(AppError::Unavailable("the database is away".into()));
+            }
+        }
         Ok(self.with(|rows| match rows.get_mut(&id) {
             Some(row)
                 if row.state == WebhookState::Active
@@ -419,6 +428,22 @@ async fn given_a_failing_delivery_when_the_loop_starts_again_then_it_goes_on_cou
     // Four attempts in all, not four more.
     assert_eq!(h.receiver.positions(), vec![1; 4]);
     assert_eq!(h.store.row(id, |r| r.state), WebhookState::Paused);
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn given_the_database_away_when_a_delivery_succeeded_then_its_cursor_is_written_later_without_delivering_again(
+) {
+    let h = start(3);
+    let id = h.subscribe(&["*"]).await;
+    *h.store.away.lock().expect("lock") = 5;
+    h.log.append("turn.started");
+    h.log.append("turn.completed");
+    h.settle(15_000).await;
+    // Each event once: the cursor write is retried, not the delivery.
+    assert_eq!(h.receiver.positions(), vec![1, 2]);
+    assert_eq!(*h.store.away.lock().expect("lock"), 0, "the writes did fail");
+    assert_eq!(h.store.row(id, |r| r.subscription.position), LogPosition(2));
     h.stop().await;
 }
 
