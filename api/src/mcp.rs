@@ -91,14 +91,17 @@ fn parts(context: &RequestContext<RoleServer>) -> Option<&Parts> {
     context.extensions.get::<Parts>()
 }
 
-fn headers(context: &RequestContext<RoleServer>) -> HeaderMap {
-    parts(context).map_or_else(HeaderMap::new, |p| p.headers.clone())
+fn headers(context: &RequestContext<RoleServer>) -> &HeaderMap {
+    static NONE: std::sync::LazyLock<HeaderMap> = std::sync::LazyLock::new(HeaderMap::new);
+    parts(context).map_or(&NONE, |p| &p.headers)
 }
 
-fn caller(context: &RequestContext<RoleServer>) -> Caller {
+/// The caller the guard authenticated; without one (never, behind the guard) nothing is
+/// allowed: an error, not open mode.
+fn caller(context: &RequestContext<RoleServer>) -> Result<Caller, ErrorData> {
     parts(context)
         .and_then(|p| p.extensions.get::<Caller>().copied())
-        .unwrap_or(Caller(None))
+        .ok_or_else(|| ErrorData::internal_error("the request has no authenticated caller", None))
 }
 
 impl ServerHandler for PmMcp {
@@ -122,7 +125,7 @@ impl ServerHandler for PmMcp {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let caller = caller(&context);
+        let caller = caller(&context)?;
         let tools = tools::TOOLS
             .iter()
             .filter(|t| t.allows(caller))
@@ -143,7 +146,7 @@ impl ServerHandler for PmMcp {
             }))
             .into());
         };
-        let caller = caller(&context);
+        let caller = caller(&context)?;
         if !tool.allows(caller) {
             return Ok(CallToolResult::structured_error(json!({
                 "type": "about:blank", "title": "Forbidden", "status": 403, "code": "forbidden",
@@ -153,7 +156,7 @@ impl ServerHandler for PmMcp {
         }
         let arguments = request.arguments.unwrap_or_default();
         Ok(tool
-            .call(&self.router, &headers(&context), arguments)
+            .call(&self.router, headers(&context), arguments)
             .await
             .into())
     }
@@ -173,7 +176,7 @@ impl ServerHandler for PmMcp {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let read = resources::read(&self.router, &headers(&context), &request.uri).await?;
+        let read = resources::read(&self.router, headers(&context), &request.uri).await?;
         Ok(read.into())
     }
 
@@ -183,11 +186,11 @@ impl ServerHandler for PmMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let headers = headers(&context);
-        let session = session_of(&headers);
+        let session = session_of(headers);
         self.subscriptions
             .subscribe(
                 &self.router,
-                &headers,
+                headers,
                 &self.tail,
                 &request.uri,
                 session,
@@ -201,7 +204,7 @@ impl ServerHandler for PmMcp {
         request: UnsubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let session = session_of(&headers(&context));
+        let session = session_of(headers(&context));
         self.subscriptions.unsubscribe(&request.uri, &session);
         Ok(())
     }
@@ -226,8 +229,7 @@ impl ServerHandler for PmMcp {
             ));
         }
         let rendered =
-            prompts::work_turn(&self.router, &headers(&context), request.arguments.as_ref())
-                .await?;
+            prompts::work_turn(&self.router, headers(&context), request.arguments.as_ref()).await?;
         Ok(rendered.into())
     }
 }

@@ -6,6 +6,10 @@
 //!   cargo run -p pm-client --example analyst -- --page-size 2
 //! ```
 
+mod common;
+
+use common::arg;
+
 use futures::TryStreamExt;
 use pm_client::{
     Client, ConversationQuery, GroupKey, StatsGroup, TaskQuery, TaskStats, TaskStatsView,
@@ -13,14 +17,6 @@ use pm_client::{
 };
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
-
-/// The value of `--name <value>`.
-fn arg(name: &str) -> Option<String> {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
-}
 
 fn describe(stats: &TaskStats) -> String {
     let counts: Vec<String> = TaskStatus::all()

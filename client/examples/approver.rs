@@ -17,28 +17,16 @@
 //! A call is decided once: one another approver (or the approval timeout,
 //! `PM_TOOL_APPROVAL_TIMEOUT_SECS`) decided first is reported as such, not as an error.
 
+mod common;
+
+use common::{arg, secs};
+
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use pm_client::{Client, ToolCallView};
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
-
-/// The value of `--name <value>`.
-fn arg(name: &str) -> Option<String> {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
-}
-
-/// `--name <seconds>` as a duration.
-fn secs(name: &str) -> Result<Option<Duration>> {
-    Ok(arg(name)
-        .map(|s| s.parse::<u64>())
-        .transpose()?
-        .map(Duration::from_secs))
-}
 
 /// The rule: why `call` is denied, or `None` to approve it.
 fn denial(call: &ToolCallView, deny: Option<&str>) -> Option<String> {

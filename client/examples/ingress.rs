@@ -9,20 +9,16 @@
 //!
 //! Everything is idempotent: running it twice writes nothing the second time.
 
+mod common;
+
+use common::arg;
+
 use pm_client::{
     ids, label, text, ActorKind, AddMessageInput, Client, CommandRequest, MessageAdded,
     MessageQuery, RegisterActorInput, StartConversationInput, Written,
 };
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
-
-/// The value of `--name <value>`.
-fn arg(name: &str) -> Option<String> {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
-}
 
 fn how<T>(w: &Written<T>) -> String {
     let replayed = if w.replayed { ", replayed" } else { "" };

@@ -43,6 +43,10 @@
 //! agents' turns. A turn is claimed by one worker at a time and a completed turn is never
 //! claimed again, so running the example again writes nothing new.
 
+mod common;
+
+use common::{arg, secs};
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -58,22 +62,6 @@ use pm_client::{
 const TOOL: &str = "run_checks";
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
-
-/// The value of `--name <value>`.
-fn arg(name: &str) -> Option<String> {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
-}
-
-/// `--name <seconds>` as a duration.
-fn secs(name: &str) -> Result<Option<Duration>> {
-    Ok(arg(name)
-        .map(|s| s.parse::<u64>())
-        .transpose()?
-        .map(Duration::from_secs))
-}
 
 /// What the fleet did, shared by its workers.
 #[derive(Default)]

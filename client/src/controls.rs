@@ -77,12 +77,20 @@ impl Client {
     }
 
     async fn control<T: DeserializeOwned>(&self, path: String) -> Result<Controlled<T>, Error> {
-        let call = Call::post(path, None);
+        self.controlled(Call::post(path, None)).await
+    }
+
+    /// Sends `call` and reads its answer: the view as it is after the call, and the
+    /// `X-Event-Position` of what it wrote (the controls', the turns' and the tool calls'
+    /// answers all have this shape).
+    pub(crate) async fn controlled<T: DeserializeOwned>(
+        &self,
+        call: Call,
+    ) -> Result<Controlled<T>, Error> {
         let answer = self.inner.send(&call).await?;
-        let position = answer.position()?;
         Ok(Controlled {
             view: answer.json(&call.path)?,
-            position,
+            position: answer.position()?,
         })
     }
 }

@@ -419,7 +419,7 @@ impl Client {
     ) -> Result<Controlled<TurnView>, Error> {
         let batch = batch.into();
         let call = self.report_call(fence, "tool-calls", &batch.body()?)?;
-        self.turn_answer(call).await
+        self.controlled(call).await
     }
 
     /// `POST /v1/turns/{turn_id}/tool-calls/{call_id}/approve` (admin, ingress relaying a
@@ -441,7 +441,7 @@ impl Client {
         let approver = approver.map(|a| checked("approver", a)).transpose()?;
         let body = json(&ApproveBody { approver })?;
         let call = Call::post(call_path(turn_id, call_id, "approve"), Some(body));
-        self.call_answer(call).await
+        self.controlled(call).await
     }
 
     /// `POST /v1/turns/{turn_id}/tool-calls/{call_id}/deny` (admin, ingress): the call will
@@ -459,7 +459,7 @@ impl Client {
         let reason = reason.map(|r| checked("reason", r)).transpose()?;
         let body = json(&DenyBody { reason })?;
         let call = Call::post(call_path(turn_id, call_id, "deny"), Some(body));
-        self.call_answer(call).await
+        self.controlled(call).await
     }
 
     /// `POST /v1/turns/{turn_id}/tool-calls/{call_id}/progress` (llm, admin): output of an
@@ -491,7 +491,7 @@ impl Client {
             })?;
             let mut call = Call::post(call_path(turn_id, call_id, "progress"), Some(body));
             call.retries = Retries::Unsent;
-            last = Some(self.call_answer(call).await?);
+            last = Some(self.controlled(call).await?);
         }
         last.ok_or_else(|| Error::InvalidInput("chunk: empty, nothing to report".into()))
     }
@@ -515,15 +515,7 @@ impl Client {
     ) -> Result<Controlled<ToolCallView>, Error> {
         let body = json(&result.body()?)?;
         let call = Call::post(call_path(turn_id, call_id, "result"), Some(body));
-        self.call_answer(call).await
-    }
-
-    async fn call_answer(&self, call: Call) -> Result<Controlled<ToolCallView>, Error> {
-        let answer = self.inner.send(&call).await?;
-        Ok(Controlled {
-            view: answer.json(&call.path)?,
-            position: answer.position()?,
-        })
+        self.controlled(call).await
     }
 }
 

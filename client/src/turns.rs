@@ -155,7 +155,7 @@ impl Client {
     ) -> Result<Controlled<TurnView>, Error> {
         let reason = reason.map(|r| checked("reason", r)).transpose()?;
         let call = self.report_call(fence, "release", &ReasonBody { reason })?;
-        self.turn_answer(call).await
+        self.controlled(call).await
     }
 
     /// `POST /v1/turns/{id}/error`: the turn ends in `turn.error` with `error_type` (e.g.
@@ -177,7 +177,7 @@ impl Client {
             message: checked("message", clipped(message))?,
         };
         let call = self.report_call(fence, "error", &body)?;
-        self.turn_answer(call).await
+        self.controlled(call).await
     }
 
     /// `POST /v1/turns/{id}/usage`: tokens spent on the turn, added to its totals (and to
@@ -201,7 +201,7 @@ impl Client {
         };
         let mut call = self.report_call(fence, "usage", &body)?;
         call.retries = Retries::Unsent;
-        self.turn_answer(call).await
+        self.controlled(call).await
     }
 
     /// `POST /v1/turns/{id}/interrupt` (admin): the turn ends `interrupted` (reason
@@ -219,7 +219,7 @@ impl Client {
         let reason = reason.map(|r| checked("reason", r)).transpose()?;
         let body = json(&ReasonBody { reason })?;
         let call = Call::post(format!("/v1/turns/{turn_id}/interrupt"), Some(body));
-        self.turn_answer(call).await
+        self.controlled(call).await
     }
 
     /// A report on the fence's turn, carrying the fence.
@@ -233,14 +233,6 @@ impl Client {
         let mut call = Call::post(path, Some(json(body)?));
         fence.apply(&mut call.headers);
         Ok(call)
-    }
-
-    pub(crate) async fn turn_answer(&self, call: Call) -> Result<Controlled<TurnView>, Error> {
-        let answer = self.inner.send(&call).await?;
-        Ok(Controlled {
-            view: answer.json(&call.path)?,
-            position: answer.position()?,
-        })
     }
 }
 

@@ -99,8 +99,11 @@ try {
   await page.getByRole('button', { name: 'Sign in' }).click();
   const nav = page.getByRole('navigation', { name: 'Console' });
   await nav.getByRole('link', { name: 'Overview' }).waitFor();
+  // The browser stores a cookie a moment after the answer that set it (its network
+  // service writes the store asynchronously): ask until it is there.
+  const cookie = await until('the session cookie', async () =>
+    (await context.cookies()).find((c) => c.name === 'pm_console'), 5000).catch(() => null);
   const cookies = await context.cookies();
-  const cookie = cookies.find((c) => c.name === 'pm_console');
   assert.ok(cookie && cookie.httpOnly && cookie.sameSite === 'Strict', JSON.stringify(cookies));
   assert.ok(!cookie.value.includes(tokens.admin), 'the token is not in the cookie');
   step('signed in: an HttpOnly, SameSite=Strict cookie');
@@ -252,7 +255,8 @@ try {
   assert.deepEqual(csrfless, [403, 'csrf_token_invalid'], 'a cookie write without the CSRF token is refused');
   await page.getByRole('button', { name: 'Sign out' }).click();
   await page.getByRole('heading', { name: 'Sign in' }).waitFor();
-  assert.equal((await context.cookies()).filter((c) => c.name === 'pm_console').length, 0);
+  await until('the cookie cleared', async () =>
+    (await context.cookies()).every((c) => c.name !== 'pm_console'), 5000);
   step('analyst: read only; signed out');
 } catch (e) {
   console.error(e);

@@ -10,7 +10,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use axum::http::HeaderMap;
 use axum::Router;
+use cqrs_es::Aggregate as _;
 use pm_application::log::tail::LogTail;
+use pm_domain::saga::{TOOL_CALL_TYPE, TURN_TYPE};
 use rmcp::model::{ReadResourceResult, ResourceContents, ResourceTemplate};
 use rmcp::service::Peer;
 use rmcp::{ErrorData, RoleServer};
@@ -67,13 +69,13 @@ fn parse(uri: &str) -> Result<(usize, Uuid), ErrorData> {
         })
 }
 
-/// Reads `uri` as the caller would `GET` it.
-pub async fn read(
+/// The view `uri` names, as the caller would `GET` it.
+async fn read_value(
     router: &Router,
     headers: &HeaderMap,
-    uri: &str,
-) -> Result<ReadResourceResult, ErrorData> {
-    let (kind, id) = parse(uri)?;
+    kind: usize,
+    id: Uuid,
+) -> Result<serde_json::Value, ErrorData> {
     let (ok, body) = super::tools::get(router, headers, &format!("{}{id}", KINDS[kind].1)).await;
     if !ok {
         let detail = body["detail"]
@@ -82,18 +84,18 @@ pub async fn read(
             .to_string();
         return Err(ErrorData::resource_not_found(detail, Some(body)));
     }
-    let text = ResourceContents::text(body.to_string(), uri);
-    let text = match text {
-        ResourceContents::TextResourceContents {
-            uri, text, meta, ..
-        } => ResourceContents::TextResourceContents {
-            uri,
-            mime_type: Some("application/json".into()),
-            text,
-            meta,
-        },
-        other => other,
-    };
+    Ok(body)
+}
+
+/// Reads `uri` as the caller would `GET` it.
+pub async fn read(
+    router: &Router,
+    headers: &HeaderMap,
+    uri: &str,
+) -> Result<ReadResourceResult, ErrorData> {
+    let (kind, id) = parse(uri)?;
+    let body = read_value(router, headers, kind, id).await?;
+    let text = ResourceContents::text(body.to_string(), uri).with_mime_type("application/json");
     Ok(ReadResourceResult::new(vec![text]))
 }
 
@@ -105,10 +107,33 @@ pub struct Subscriptions {
     watcher: Arc<OnceLock<()>>,
 }
 
-#[derive(Default)]
 struct Watch {
+    /// The resource's kind (index in [`KINDS`]) and id, parsed once.
+    kind: usize,
+    id: Uuid,
+    /// `id` as the log's `aggregate_id` text, to compare without allocating.
+    id_text: String,
+    /// A turn's conversation.
     conversation: Option<Uuid>,
     peers: HashMap<String, Peer<RoleServer>>,
+}
+
+impl Watch {
+    /// Whether `e` touches the watched resource.
+    fn touched_by(&self, e: &pm_application::log::LoggedEvent) -> bool {
+        match KINDS[self.kind].2 {
+            "conversation" => e.conversation_id == Some(self.id),
+            "task" => {
+                e.aggregate_type == pm_domain::task::Task::TYPE && e.aggregate_id == self.id_text
+            }
+            _ => {
+                (e.aggregate_type == TURN_TYPE && e.aggregate_id == self.id_text)
+                    || (e.aggregate_type == TOOL_CALL_TYPE
+                        && e.conversation_id.is_some()
+                        && e.conversation_id == self.conversation)
+            }
+        }
+    }
 }
 
 impl Subscriptions {
@@ -123,22 +148,23 @@ impl Subscriptions {
         session: String,
         peer: Peer<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let (kind, _) = parse(uri)?;
-        let read = read(router, headers, uri).await?;
+        let (kind, id) = parse(uri)?;
+        let body = read_value(router, headers, kind, id).await?;
         let conversation = if KINDS[kind].2 == "turn" {
-            read.contents.first().and_then(|c| match c {
-                ResourceContents::TextResourceContents { text, .. } => {
-                    serde_json::from_str::<serde_json::Value>(text)
-                        .ok()
-                        .and_then(|v| v["conversation_id"].as_str().and_then(|s| s.parse().ok()))
-                }
-                _ => None,
-            })
+            body["conversation_id"]
+                .as_str()
+                .and_then(|s| s.parse().ok())
         } else {
             None
         };
         if let Ok(mut map) = self.inner.lock() {
-            let watch = map.entry(uri.to_string()).or_default();
+            let watch = map.entry(uri.to_string()).or_insert_with(|| Watch {
+                kind,
+                id,
+                id_text: id.to_string(),
+                conversation: None,
+                peers: HashMap::new(),
+            });
             watch.conversation = watch.conversation.or(conversation);
             watch.peers.insert(session, peer);
         }
@@ -165,10 +191,11 @@ impl Subscriptions {
         use tokio::sync::broadcast::error::RecvError;
         let mut batches = tail.subscribe();
         loop {
+            // Behind the tail: anything may have changed, so every subscriber is told (a
+            // notification too many is allowed, one too few is not).
             let batch = match batches.recv().await {
-                Ok(batch) => batch,
-                // Behind: something may have changed anything; the next batch tells.
-                Err(RecvError::Lagged(_)) => continue,
+                Ok(batch) => Some(batch),
+                Err(RecvError::Lagged(_)) => None,
                 Err(RecvError::Closed) => return,
             };
             let mut touched: Vec<(String, Vec<Peer<RoleServer>>)> = Vec::new();
@@ -179,24 +206,9 @@ impl Subscriptions {
                 }
                 map.retain(|_, watch| !watch.peers.is_empty());
                 for (uri, watch) in map.iter() {
-                    let hit = batch.events.iter().any(|e| {
-                        let conversation = e.conversation_id;
-                        match uri.split('/').nth(2) {
-                            Some("conversations") => {
-                                conversation.is_some_and(|c| uri.ends_with(&c.to_string()))
-                            }
-                            Some("tasks") => {
-                                e.aggregate_type == "task" && uri.ends_with(&e.aggregate_id)
-                            }
-                            Some("turns") => {
-                                (e.aggregate_type == "turn" && uri.ends_with(&e.aggregate_id))
-                                    || (e.aggregate_type == "tool_call"
-                                        && conversation.is_some()
-                                        && conversation == watch.conversation)
-                            }
-                            _ => false,
-                        }
-                    });
+                    let hit = batch
+                        .as_ref()
+                        .is_none_or(|b| b.events.iter().any(|e| watch.touched_by(e)));
                     if hit {
                         touched.push((uri.clone(), watch.peers.values().cloned().collect()));
                     }

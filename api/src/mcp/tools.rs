@@ -13,7 +13,7 @@ use rmcp::model::{CallToolResult, JsonObject, Tool};
 use serde_json::{json, Map, Value};
 use tower::ServiceExt;
 
-use crate::auth::{Caller, Role};
+use crate::auth::Caller;
 use crate::routes::access::Access;
 
 /// One tool: a name a model calls, the endpoint it stands for, what it is for.
@@ -101,10 +101,7 @@ pub static TOOLS: LazyLock<Vec<McpTool>> = LazyLock::new(|| {
 impl McpTool {
     /// The roles that may call it (admin always may), as its endpoint allows.
     pub fn allows(&self, caller: Caller) -> bool {
-        let Some(role) = caller.0 else {
-            return true;
-        };
-        role == Role::Admin || self.made().0.roles().contains(&role)
+        caller.require(&self.made().0.roles()).is_ok()
     }
 
     /// The tool as `tools/list` shows it.
@@ -167,8 +164,8 @@ impl McpTool {
         let mut builder = Request::builder().method(self.method.clone());
         for name in [
             "authorization",
-            "pm-turn-id",
-            "pm-turn-epoch",
+            crate::extract::TURN_ID_HEADER,
+            crate::extract::TURN_EPOCH_HEADER,
             "x-correlation-id",
         ] {
             if let Some(value) = headers.get(name) {
@@ -176,7 +173,7 @@ impl McpTool {
             }
         }
         if let Some(key) = key {
-            builder = builder.header("idempotency-key", key);
+            builder = builder.header(crate::routes::idempotency::HEADER, key);
         }
         let request = if self.method == Method::GET {
             let mut query = form_urlencoded::Serializer::new(String::new());
@@ -309,22 +306,19 @@ fn input_schema(tool: &McpTool, access: Access) -> JsonObject {
             json!({"type": "string", "description": "Sent as Idempotency-Key: a retry with the same key gets the first answer again, without a new fact."}),
         );
     }
+    let mut defs = Map::new();
+    let mut properties = Value::Object(properties);
+    collect_refs(doc, &mut properties, &mut defs);
     let mut schema = Map::new();
     schema.insert("type".into(), "object".into());
-    schema.insert("properties".into(), Value::Object(properties));
+    schema.insert("properties".into(), properties);
     if !required.is_empty() {
         schema.insert("required".into(), Value::Array(required));
     }
-    let mut defs = Map::new();
-    let mut value = Value::Object(schema);
-    collect_refs(doc, &mut value, &mut defs);
-    if let Value::Object(mut schema) = value {
-        if !defs.is_empty() {
-            schema.insert("$defs".into(), Value::Object(defs));
-        }
-        return schema;
+    if !defs.is_empty() {
+        schema.insert("$defs".into(), Value::Object(defs));
     }
-    JsonObject::new()
+    schema
 }
 
 /// A schema, or the component it refers to; an optional body (`oneOf` null or X) is X.
@@ -375,4 +369,34 @@ fn collect_refs(doc: &Value, value: &mut Value, defs: &mut Map<String, Value>) {
 
 fn pointer_escape(path: &str) -> String {
     path.replace('~', "~0").replace('/', "~1")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tool whose endpoint is missing would fall back to admin-only with an empty
+    /// schema: every tool must name an endpoint of the table and an OpenAPI operation.
+    #[test]
+    fn every_tool_names_a_route_and_an_openapi_operation() {
+        let endpoints = crate::routes::table::endpoints();
+        for tool in TOOLS.iter() {
+            assert!(
+                endpoints
+                    .iter()
+                    .any(|e| e.method == tool.method && e.path == tool.path),
+                "{}: no route {} {}",
+                tool.name,
+                tool.method,
+                tool.path
+            );
+            let method = tool.method.as_str().to_ascii_lowercase();
+            let pointer = format!("/paths/{}/{method}", pointer_escape(tool.path));
+            assert!(
+                DOCUMENT.pointer(&pointer).is_some(),
+                "{}: no operation {pointer}",
+                tool.name
+            );
+        }
+    }
 }

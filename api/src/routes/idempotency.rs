@@ -25,7 +25,8 @@ use crate::error::{ApiError, KeyTaken};
 use crate::routes::commands::{fact_answer, EVENT_POSITION};
 use crate::state::AppState;
 
-const HEADER: &str = "idempotency-key";
+/// The header (lowercase, as `HeaderMap` keys are).
+pub const HEADER: &str = "idempotency-key";
 
 /// The middleware.
 pub async fn idempotency(State(state): State<AppState>, req: Request, next: Next) -> Response {

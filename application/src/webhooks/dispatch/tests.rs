@@ -442,7 +442,11 @@ async fn given_the_database_away_when_a_delivery_succeeded_then_its_cursor_is_wr
     h.settle(15_000).await;
     // Each event once: the cursor write is retried, not the delivery.
     assert_eq!(h.receiver.positions(), vec![1, 2]);
-    assert_eq!(*h.store.away.lock().expect("lock"), 0, "the writes did fail");
+    assert_eq!(
+        *h.store.away.lock().expect("lock"),
+        0,
+        "the writes did fail"
+    );
     assert_eq!(h.store.row(id, |r| r.subscription.position), LogPosition(2));
     h.stop().await;
 }
