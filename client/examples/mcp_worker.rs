@@ -14,7 +14,7 @@
 //! Stops after `--max-turns` turns (default 1), or `--idle-secs` (default 10) without one.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use pm_client::{ids, Client, TurnKind, Worker};
 use rmcp::model::{CallToolRequestParams, GetPromptRequestParams};
@@ -67,9 +67,13 @@ async fn main() -> Result<()> {
         .actor_id(assistant)
         .kind(TurnKind::Conversation)
         .build()?;
-    let (mut done, mut since) = (0, Instant::now());
-    while done < max_turns && since.elapsed() < idle {
-        let Some(turn) = worker.next().await? else {
+    let mut done = 0;
+    while done < max_turns {
+        // `--idle-secs` without a turn ends the worker.
+        let Ok(next) = tokio::time::timeout(idle, worker.next()).await else {
+            break;
+        };
+        let Some(turn) = next? else {
             break;
         };
         let view = turn.turn().clone();
@@ -108,7 +112,6 @@ async fn main() -> Result<()> {
         model.cancel().await?;
         turn.finish();
         done += 1;
-        since = Instant::now();
         println!(
             "turn {} worked through MCP: message {} ({first_line})",
             view.id, message["id"]
