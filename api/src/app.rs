@@ -16,6 +16,7 @@ use pm_application::log::tail::LogTail;
 use pm_application::log::LogReader;
 use pm_application::processor::{ProcessorRunner, ProcessorStore, RunnerOptions};
 use pm_application::queries::Queries;
+use pm_application::sagas::snapshot::SnapshotPolicy;
 use pm_application::sagas::{DeadlineScheduler, SagaEngine, SagaProcessor, SAGAS};
 use pm_domain::Services;
 use pm_infrastructure::append::Appender;
@@ -212,7 +213,10 @@ impl Application {
                 config.sagas(),
                 clock,
             )
-            .with_cache_limits(caches.conversations, caches.actor_kinds),
+            .with_cache_limits(caches.conversations, caches.actor_kinds)
+            .with_snapshots(SnapshotPolicy {
+                every: config.saga_snapshot_runes,
+            }),
         );
         let (saga_runner, saga_status) = ProcessorRunner::new(
             Arc::new(SagaProcessor::new(engine.clone())),

@@ -197,6 +197,12 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(1..=65_536))]
     pub cache_mb: u64,
 
+    /// Runes a conversation gains before its saga machines are snapshotted again (and at
+    /// least a quarter of those the last snapshot holds): a conversation is loaded from its
+    /// snapshot and the runes after it. `0` takes none (loads fold every rune).
+    #[arg(long, env = "PM_SAGA_SNAPSHOT_RUNES", default_value_t = 1_000)]
+    pub saga_snapshot_runes: u64,
+
     /// Log format on stderr: `text` (human-readable) or `json` (one object per line).
     #[arg(long, env = "PM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,

@@ -152,6 +152,24 @@ pub const CATALOGUE: &[Metric] = &[
         label: None,
     },
     Metric {
+        name: "pm_saga_snapshots_written_total",
+        kind: Kind::Counter,
+        help: "Snapshots of a conversation's saga machines written (PM_SAGA_SNAPSHOT_RUNES).",
+        label: None,
+    },
+    Metric {
+        name: "pm_saga_snapshots_loaded_total",
+        kind: Kind::Counter,
+        help: "Conversations loaded from a snapshot and the runes after it instead of all their runes.",
+        label: None,
+    },
+    Metric {
+        name: "pm_saga_snapshots_unreadable_total",
+        kind: Kind::Counter,
+        help: "Snapshots that did not decode (the conversation was folded from all its runes instead).",
+        label: None,
+    },
+    Metric {
         name: "pm_saga_recoveries_total",
         kind: Kind::Counter,
         help: "Saga recoveries: in-flight sessions restarted when this replica took the sagas over.",

@@ -20,11 +20,14 @@
 //!   for each other; a writer that finds a conversation changed elsewhere reloads the
 //!   conversations of that write (their machines hold its unwritten decisions), no
 //!   others.
+//! - A long conversation is loaded from its latest [`snapshot`] and the runes after it,
+//!   not from its whole history.
 
 mod engine;
 mod processor;
 mod scheduler;
 mod slots;
+pub mod snapshot;
 
 use std::future::Future;
 
@@ -102,14 +105,29 @@ pub struct ClaimFilter {
     pub kind: Option<pm_domain::saga::TurnKind>,
 }
 
-/// A conversation's saga state as stored: its version and its runes.
+/// A conversation's saga state as stored: its version, its latest snapshot (of the
+/// format asked for) and its runes after the snapshot.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct StoredConversation {
     /// How many saga transactions have written the conversation (0: none yet). Read
-    /// before the runes, so the runes are at least as new as the version.
+    /// before the snapshot and the runes, so they are at least as new as the version.
     pub version: i64,
-    /// Its runes, in log order.
+    /// The machines as of a position, if a snapshot was asked for and is stored.
+    pub snapshot: Option<StoredSnapshot>,
+    /// Its runes after the snapshot's position (all of them without one), in log order.
     pub runes: Vec<StoredRune>,
+}
+
+/// A conversation's machines encoded as of `position`: the fold of every rune of the
+/// conversation at or before it, and of none after ([`snapshot`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredSnapshot {
+    /// The log position the snapshot was taken at.
+    pub position: LogPosition,
+    /// The encoding's format ([`snapshot::FORMAT`]).
+    pub format: i32,
+    /// The encoded machines.
+    pub state: Vec<u8>,
 }
 
 /// A stored rune of a conversation, in log order.
@@ -121,6 +139,8 @@ pub struct StoredRune {
     pub sequence: i64,
     /// The log position of the fact that caused it, when a fact did.
     pub cause: Option<i64>,
+    /// Its own log position.
+    pub position: LogPosition,
 }
 
 /// Why a saga transaction did not commit.
@@ -166,11 +186,22 @@ pub struct Committed {
 /// # Errors
 /// [`AppError::Unavailable`] when the store cannot be reached.
 pub trait SagaStore: Send + Sync + 'static {
-    /// The version and every rune of `conversation_id`.
+    /// The version of `conversation_id`, its snapshot of format `snapshot` (if asked for
+    /// and stored) and its runes after the snapshot — every rune without one.
     fn load(
         &self,
         conversation_id: Uuid,
+        snapshot: Option<i32>,
     ) -> impl Future<Output = Result<StoredConversation, AppError>> + Send;
+
+    /// Stores `snapshot` as `conversation_id`'s unless one of a later position and the same
+    /// format is stored. The future borrows nothing from the store: snapshots are written
+    /// beside the saga path (spawned), never on it.
+    fn save_snapshot(
+        &self,
+        conversation_id: Uuid,
+        snapshot: StoredSnapshot,
+    ) -> impl Future<Output = Result<(), AppError>> + Send + 'static;
 
     /// The kind of a registered actor.
     fn actor_kind(

@@ -10,7 +10,8 @@
 //!   that appends the runes they derive from ([`commit`]); the views `sessions`, `agents`,
 //!   `turns`, `tool_calls`, `anomalies` and `deadlines` are the analysts' SQL schema
 //!   (docs/READ_MODEL.md).
-//! - [`load`]: a conversation's runes, actors' kinds, due deadlines, sessions to recover.
+//! - [`load`]: a conversation's snapshot and runes, actors' kinds, due deadlines, sessions
+//!   to recover; the snapshots' writes (`saga_snapshots`).
 //! - [`query`]: the API's reads of the saga rows.
 //! - [`leases`]: workers' leases (claimable turns, heartbeats, the leases a write holds).
 
@@ -22,7 +23,8 @@ pub mod query;
 use chrono::{DateTime, Utc};
 use pm_application::log::{LogPosition, LoggedEvent};
 use pm_application::sagas::{
-    ClaimFilter, CommitError, Committed, SagaStore, SagaWrite, StoredConversation, SAGAS,
+    ClaimFilter, CommitError, Committed, SagaStore, SagaWrite, StoredConversation, StoredSnapshot,
+    SAGAS,
 };
 use pm_application::AppError;
 use pm_domain::saga::Deadline;
@@ -51,8 +53,21 @@ impl DbSagaStore {
 }
 
 impl SagaStore for DbSagaStore {
-    async fn load(&self, conversation_id: Uuid) -> Result<StoredConversation, AppError> {
-        load::conversation(&self.db, conversation_id).await
+    async fn load(
+        &self,
+        conversation_id: Uuid,
+        snapshot: Option<i32>,
+    ) -> Result<StoredConversation, AppError> {
+        load::conversation(&self.db, conversation_id, snapshot).await
+    }
+
+    fn save_snapshot(
+        &self,
+        conversation_id: Uuid,
+        snapshot: StoredSnapshot,
+    ) -> impl std::future::Future<Output = Result<(), AppError>> + Send + 'static {
+        let db = self.db.clone();
+        async move { load::save_snapshot(&db, conversation_id, snapshot, Utc::now()).await }
     }
 
     async fn actor_kind(&self, actor_id: Uuid) -> Result<Option<ActorKind>, AppError> {

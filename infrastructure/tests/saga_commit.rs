@@ -113,7 +113,7 @@ async fn a_stale_version_is_a_conflict_that_writes_nothing(db: TestDb) {
     let runes = first.runes.len();
     let committed = store.commit(first, None).await.expect("first commit");
     assert!(committed.last_position.is_some());
-    let loaded = store.load(c).await.expect("load");
+    let loaded = store.load(c, None).await.expect("load");
     assert_eq!((loaded.version, loaded.runes.len()), (1, runes));
 
     // A writer that loaded before the first commit: version 0.
@@ -125,7 +125,7 @@ async fn a_stale_version_is_a_conflict_that_writes_nothing(db: TestDb) {
         Err(CommitError::Conflict { conversations }) => assert_eq!(conversations, vec![c]),
         other => panic!("a stale writer committed: {other:?}"),
     }
-    let loaded = store.load(c).await.expect("load");
+    let loaded = store.load(c, None).await.expect("load");
     assert_eq!((loaded.version, loaded.runes.len()), (1, runes));
     let due = store
         .due(Utc::now() + chrono::Duration::days(1), 10)
@@ -159,7 +159,7 @@ async fn different_conversations_commit_in_parallel(db: TestDb) {
             .expect("every commit of its own conversation lands");
     }
     for c in &conversations {
-        assert_eq!(store.load(*c).await.expect("load").version, 5);
+        assert_eq!(store.load(*c, None).await.expect("load").version, 5);
     }
     if db.kind != "postgres" {
         return; // SQLite has one writer: nothing runs beside an open write.
@@ -212,7 +212,7 @@ async fn of_several_writers_of_one_conversation_one_commits(db: TestDb) {
         }
     }
     assert_eq!(committed, 1);
-    let loaded = store.load(c).await.expect("load");
+    let loaded = store.load(c, None).await.expect("load");
     assert_eq!(loaded.version, 1);
     assert_eq!(
         loaded.runes.len(),
@@ -252,7 +252,7 @@ async fn a_batch_moves_the_cursor_only_from_where_it_started(db: TestDb) {
     );
     assert_eq!(cursor(&database).await, 12);
     assert_eq!(
-        store.load(c).await.expect("load").version,
+        store.load(c, None).await.expect("load").version,
         2,
         "nothing written"
     );
@@ -280,7 +280,7 @@ async fn a_fired_deadline_is_spent_once(db: TestDb) {
         Err(CommitError::Conflict { .. }) => {}
         other => panic!("a spent deadline fired again: {other:?}"),
     }
-    assert_eq!(store.load(c).await.expect("load").version, 2);
+    assert_eq!(store.load(c, None).await.expect("load").version, 2);
 }
 
 on_both_backends!(

@@ -312,7 +312,7 @@ async fn a_turn_reads_back_with_its_calls_in_report_order(db: TestDb) {
     assert_eq!(seen.last().map(|s| s.1.as_str()), Some("late"));
 
     // The conversation's `tool.*` runes load with its other runes.
-    let loaded = store.load(c).await.expect("load");
+    let loaded = store.load(c, None).await.expect("load");
     assert_eq!(loaded.version, 2);
     assert_eq!(
         loaded

@@ -23,7 +23,8 @@ use pm_domain::types::ActorKind;
 use uuid::Uuid;
 
 use super::slots::{Held, Machines, Slots};
-use super::{CommitError, Committed, NewRune, SagaStore, SagaWrite};
+use super::snapshot::{self, SnapshotPolicy};
+use super::{CommitError, Committed, NewRune, SagaStore, SagaWrite, StoredSnapshot};
 use crate::bus::EventMetadata;
 use crate::clock::Clock;
 use crate::fact::{Fact, FactError};
@@ -45,6 +46,10 @@ const READS_IN_PARALLEL: usize = 16;
 
 /// Conversations whose deadlines or recovery are decided and committed at once.
 const CONVERSATIONS_IN_PARALLEL: usize = 8;
+
+/// Snapshots being written at once at most; a snapshot due while they are is taken at a
+/// later commit.
+const SNAPSHOT_WRITES: usize = 2;
 
 /// What [`SagaEngine::worker`] did.
 #[derive(Debug, Clone, PartialEq)]
@@ -96,6 +101,8 @@ pub struct SagaEngine<S> {
     clock: Arc<dyn Clock>,
     slots: Slots,
     kinds: quick_cache::sync::Cache<Uuid, ActorKind>,
+    snapshots: SnapshotPolicy,
+    snapshot_writes: Arc<tokio::sync::Semaphore>,
 }
 
 /// A fact of a batch with the conversation whose machines decide it.
@@ -115,7 +122,15 @@ impl<S: SagaStore> SagaEngine<S> {
             clock,
             slots: Slots::new(CACHE_CONVERSATIONS),
             kinds: quick_cache::sync::Cache::new(CACHE_KINDS),
+            snapshots: SnapshotPolicy::default(),
+            snapshot_writes: Arc::new(tokio::sync::Semaphore::new(SNAPSHOT_WRITES)),
         }
+    }
+
+    /// Takes snapshots of conversations' machines as `policy` says ([`snapshot`]).
+    pub fn with_snapshots(mut self, policy: SnapshotPolicy) -> Self {
+        self.snapshots = policy;
+        self
     }
 
     /// Keeps at most `conversations` conversations' machines and `kinds` actors' kinds in
@@ -584,25 +599,93 @@ impl<S: SagaStore> SagaEngine<S> {
             }
             if fresh.contains(conversation) {
                 // What loading a conversation without runes gives, without the read.
-                **slot = Some(Machines::restore(Default::default()));
+                **slot = Some(Machines::empty());
             } else {
                 missing.push(*conversation);
             }
         }
         let read: Vec<(Uuid, Result<_, AppError>)> = stream::iter(missing)
-            .map(|c| async move { (c, self.store.load(c).await) })
+            .map(|c| async move { (c, self.load_one(c).await) })
             .buffer_unordered(READS_IN_PARALLEL)
             .collect()
             .await;
         let mut failed = None;
-        for (conversation, stored) in read {
-            match (stored, held.get_mut(&conversation)) {
-                (Ok(stored), Some(slot)) => **slot = Some(Machines::restore(stored)),
+        for (conversation, machines) in read {
+            match (machines, held.get_mut(&conversation)) {
+                (Ok(machines), Some(slot)) => **slot = Some(machines),
                 (Err(e), _) => failed = Some(e),
                 (Ok(_), None) => {}
             }
         }
         failed.map_or(Ok(()), Err)
+    }
+
+    /// One conversation's machines: from its snapshot and the runes after it, or — when
+    /// the snapshot does not read — from all its runes.
+    async fn load_one(&self, conversation: Uuid) -> Result<Machines, AppError> {
+        let stored = self
+            .store
+            .load(conversation, Some(snapshot::FORMAT))
+            .await?;
+        let from_snapshot = stored.snapshot.is_some();
+        match Machines::restore(stored) {
+            Ok(machines) => {
+                if from_snapshot {
+                    metrics::counter!("pm_saga_snapshots_loaded_total").increment(1);
+                }
+                Ok(machines)
+            }
+            Err(e) => {
+                tracing::warn!(%conversation, error = %e, "a saga snapshot does not read; folding the runes");
+                metrics::counter!("pm_saga_snapshots_unreadable_total").increment(1);
+                let stored = self.store.load(conversation, None).await?;
+                Machines::restore(stored).map_err(AppError::Internal)
+            }
+        }
+    }
+
+    /// Writes, beside the saga path, a snapshot of `machines` if one is due; `conversation`
+    /// was just committed, so they hold every rune of it up to their position.
+    fn snapshot(&self, conversation: Uuid, machines: &mut Machines) {
+        let Some(position) = machines.position else {
+            return;
+        };
+        if !self.snapshots.due(machines.runes, machines.covered) {
+            return;
+        }
+        let Ok(permit) = self.snapshot_writes.clone().try_acquire_owned() else {
+            return;
+        };
+        let state = match snapshot::encode(&machines.sagas, &machines.streams, machines.runes) {
+            Ok(state) => state,
+            Err(e) => {
+                tracing::error!(%conversation, error = %e, "a saga snapshot does not encode");
+                return;
+            }
+        };
+        machines.covered = machines.runes;
+        let bytes = state.len();
+        let write = self.store.save_snapshot(
+            conversation,
+            StoredSnapshot {
+                position,
+                format: snapshot::FORMAT,
+                state,
+            },
+        );
+        tokio::spawn(async move {
+            let _permit = permit;
+            match write.await {
+                Ok(()) => {
+                    metrics::counter!("pm_saga_snapshots_written_total").increment(1);
+                    tracing::debug!(%conversation, %position, bytes, "saga snapshot written");
+                }
+                // The next due snapshot makes up for it; loads fold more runes meanwhile.
+                Err(e) => {
+                    tracing::warn!(%conversation, error = %e, "a saga snapshot was not written")
+                }
+            }
+        });
     }
 
     /// Commits `write` with the version of every held conversation and the rows they
@@ -619,6 +702,7 @@ impl<S: SagaStore> SagaEngine<S> {
             .filter_map(|(c, slot)| slot.as_ref().map(|m| (*c, m.version)))
             .collect();
         rows(held, &mut write);
+        let written: BTreeSet<Uuid> = write.runes.iter().map(|r| r.conversation_id).collect();
         // The machines leave their slots while the commit runs: if this future is dropped
         // (a client that went away cancels its control or claim), the slots are left
         // empty — reloaded by the next writer — instead of holding decisions that may not
@@ -631,6 +715,10 @@ impl<S: SagaStore> SagaEngine<S> {
             Ok(committed) => {
                 for (conversation, mut machines) in taken.drain(..) {
                     machines.version += 1;
+                    if written.contains(&conversation) {
+                        machines.position = committed.last_position.or(machines.position);
+                        self.snapshot(conversation, &mut machines);
+                    }
                     if let Some(slot) = held.get_mut(&conversation) {
                         **slot = Some(machines);
                     }
@@ -716,6 +804,7 @@ fn record(
     for recorded in outcome.runes {
         let version = machines.streams.entry(recorded.instance).or_insert(0);
         *version += 1;
+        machines.runes += 1;
         write.runes.push(NewRune {
             conversation_id: conversation,
             recorded,

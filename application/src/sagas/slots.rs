@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use pm_domain::saga::{Instance, Sagas};
 use uuid::Uuid;
 
-use super::StoredConversation;
+use super::{snapshot, StoredConversation};
+use crate::log::LogPosition;
 
 /// One conversation's machines, the version of the conversation they reflect, and the
 /// last sequence of each instance's stream.
@@ -15,22 +16,56 @@ pub(super) struct Machines {
     pub(super) sagas: Sagas,
     pub(super) streams: HashMap<Instance, i64>,
     pub(super) version: i64,
+    /// The position of the last rune folded, if it is known: what a snapshot of these
+    /// machines is taken as of.
+    pub(super) position: Option<LogPosition>,
+    /// How many runes the machines are folded from.
+    pub(super) runes: u64,
+    /// How many of them the conversation's last snapshot holds.
+    pub(super) covered: u64,
 }
 
 impl Machines {
-    /// The machines folded from a stored conversation.
-    pub(super) fn restore(stored: StoredConversation) -> Self {
-        let mut streams = HashMap::new();
+    /// The machines of a conversation without runes.
+    pub(super) fn empty() -> Self {
+        Self {
+            sagas: Sagas::default(),
+            streams: HashMap::new(),
+            version: 0,
+            position: None,
+            runes: 0,
+            covered: 0,
+        }
+    }
+
+    /// The machines folded from a stored conversation: its snapshot, if any, and the runes
+    /// after it.
+    ///
+    /// # Errors
+    /// The decoder's message when the snapshot does not read.
+    pub(super) fn restore(stored: StoredConversation) -> Result<Self, String> {
+        let (mut sagas, mut streams, covered, mut position) = match &stored.snapshot {
+            Some(s) => {
+                let d = snapshot::decode(&s.state)?;
+                (d.sagas, d.streams, d.runes, Some(s.position))
+            }
+            None => (Sagas::default(), HashMap::new(), 0, None),
+        };
         let mut last = None;
         for r in &stored.runes {
             streams.insert(r.recorded.instance, r.sequence);
             last = last.max(r.cause);
+            position = position.max(Some(r.position));
         }
-        Self {
-            sagas: Sagas::restore(last, stored.runes.iter().map(|r| &r.recorded)),
+        sagas.apply_all(last, stored.runes.iter().map(|r| &r.recorded));
+        Ok(Self {
+            sagas,
             streams,
             version: stored.version,
-        }
+            position,
+            runes: covered + stored.runes.len() as u64,
+            covered,
+        })
     }
 }
 

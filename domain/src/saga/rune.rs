@@ -175,7 +175,12 @@ impl Recorded {
         value
     }
 
-    /// Reads a stored rune back from its row: aggregate type and id, event type, payload.
+    /// Reads a stored rune back from its row: aggregate type and id, event type, and the
+    /// payload's JSON text.
+    ///
+    /// The text is parsed once, straight into the rune (its name spliced in as the tag):
+    /// a conversation's machines are folded from every rune it has, so going through a
+    /// `serde_json::Value` first would double the cost of loading a long conversation.
     ///
     /// # Errors
     /// A message when the row is not a rune of a saga aggregate or does not parse.
@@ -183,27 +188,37 @@ impl Recorded {
         aggregate_type: &str,
         aggregate_id: Uuid,
         event_type: &str,
-        payload: &serde_json::Value,
+        payload: &str,
     ) -> Result<Self, String> {
         let instance = Instance::from_parts(aggregate_type, aggregate_id)
             .ok_or_else(|| format!("{aggregate_type} is not a saga aggregate"))?;
-        let mut tagged = payload.clone();
-        match &mut tagged {
-            serde_json::Value::Object(fields) => {
-                fields.insert("rune".into(), event_type.into());
-            }
-            _ => return Err(format!("the payload of {event_type} is not an object")),
-        }
+        let tagged = tagged(event_type, payload)
+            .ok_or_else(|| format!("the payload of {event_type} is not an object"))?;
         let parse = |e: serde_json::Error| format!("{event_type} does not parse: {e}");
         let rune = match instance {
-            Instance::Session(_) => Rune::Session(serde_json::from_value(tagged).map_err(parse)?),
-            Instance::Agent(_) => Rune::Agent(serde_json::from_value(tagged).map_err(parse)?),
-            Instance::Turn(_) => Rune::Turn(serde_json::from_value(tagged).map_err(parse)?),
-            Instance::Plan(_) => Rune::Plan(serde_json::from_value(tagged).map_err(parse)?),
-            Instance::ToolCall(_) => Rune::Tool(serde_json::from_value(tagged).map_err(parse)?),
+            Instance::Session(_) => Rune::Session(serde_json::from_str(&tagged).map_err(parse)?),
+            Instance::Agent(_) => Rune::Agent(serde_json::from_str(&tagged).map_err(parse)?),
+            Instance::Turn(_) => Rune::Turn(serde_json::from_str(&tagged).map_err(parse)?),
+            Instance::Plan(_) => Rune::Plan(serde_json::from_str(&tagged).map_err(parse)?),
+            Instance::ToolCall(_) => Rune::Tool(serde_json::from_str(&tagged).map_err(parse)?),
         };
         Ok(Self { instance, rune })
     }
+}
+
+/// The object `payload` with `"rune": event_type` as its first member, or `None` when
+/// `payload` is not an object. What follows the opening brace is left to the parser.
+fn tagged(event_type: &str, payload: &str) -> Option<String> {
+    let body = payload.trim_start().strip_prefix('{')?;
+    let name = serde_json::to_string(event_type).ok()?;
+    let mut out = String::with_capacity(payload.len() + name.len() + 9);
+    out.push_str("{\"rune\":");
+    out.push_str(&name);
+    if !body.trim_start().starts_with('}') {
+        out.push(',');
+    }
+    out.push_str(body);
+    Some(out)
 }
 
 /// Implements `DomainEvent` (`event_version` = [`crate::EVENT_VERSION`]) for a rune enum

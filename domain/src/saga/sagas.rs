@@ -47,14 +47,23 @@ impl Sagas {
         last_position: Option<i64>,
         runes: impl IntoIterator<Item = &'a Recorded>,
     ) -> Self {
-        let mut sagas = Self {
-            last_position,
-            ..Self::default()
-        };
-        for rune in runes {
-            sagas.apply(rune);
-        }
+        let mut sagas = Self::default();
+        sagas.apply_all(last_position, runes);
         sagas
+    }
+
+    /// Folds the runes recorded after the state `self` holds (a snapshot's), in log order;
+    /// `last_position` is that of the last input applied with them, if it is later than
+    /// the one `self` knows.
+    pub fn apply_all<'a>(
+        &mut self,
+        last_position: Option<i64>,
+        runes: impl IntoIterator<Item = &'a Recorded>,
+    ) {
+        self.last_position = self.last_position.max(last_position);
+        for rune in runes {
+            self.apply(rune);
+        }
     }
 
     /// Decides what `input` does and applies it: each emitted rune is applied to `self`

@@ -16,6 +16,8 @@ pub enum Arg {
     Int(Option<i64>),
     /// A boolean.
     Bool(bool),
+    /// Bytes (`bytea`, SQLite's `blob`).
+    Bytes(Vec<u8>),
 }
 
 /// A statement's arguments, in `$1, $2, …` order.
@@ -90,6 +92,12 @@ impl Args {
     /// Appends a boolean.
     pub fn bool(mut self, v: bool) -> Self {
         self.0.push(Arg::Bool(v));
+        self
+    }
+
+    /// Appends bytes.
+    pub fn bytes(mut self, v: Vec<u8>) -> Self {
+        self.0.push(Arg::Bytes(v));
         self
     }
 

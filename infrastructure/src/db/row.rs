@@ -51,6 +51,29 @@ impl DbRow {
         }
     }
 
+    /// A nullable text column, borrowed from the row (no copy, for columns parsed at
+    /// once).
+    pub fn opt_str(&self, col: &str) -> Result<Option<&str>, sqlx::Error> {
+        match self {
+            Self::Postgres(r) => get(r, col),
+            Self::Sqlite(r) => get(r, col),
+        }
+    }
+
+    /// A text column borrowed from the row (NULL is an error).
+    pub fn str(&self, col: &str) -> Result<&str, sqlx::Error> {
+        self.opt_str(col)?
+            .ok_or_else(|| decode_error(col, "unexpected NULL"))
+    }
+
+    /// A bytes column borrowed from the row (NULL is an error).
+    pub fn bytes(&self, col: &str) -> Result<&[u8], sqlx::Error> {
+        match self {
+            Self::Postgres(r) => get(r, col),
+            Self::Sqlite(r) => get(r, col),
+        }
+    }
+
     /// A text column (NULL is an error).
     pub fn string(&self, col: &str) -> Result<String, sqlx::Error> {
         self.opt_string(col)?

@@ -16,6 +16,7 @@ enum Column {
     Text(Vec<Option<String>>),
     Int(Vec<Option<i64>>),
     Bool(Vec<bool>),
+    Bytes(Vec<Vec<u8>>),
 }
 
 impl Column {
@@ -24,6 +25,7 @@ impl Column {
             Arg::Text(_) => Self::Text(Vec::with_capacity(rows)),
             Arg::Int(_) => Self::Int(Vec::with_capacity(rows)),
             Arg::Bool(_) => Self::Bool(Vec::with_capacity(rows)),
+            Arg::Bytes(_) => Self::Bytes(Vec::with_capacity(rows)),
         }
     }
 
@@ -33,6 +35,7 @@ impl Column {
             (Self::Text(c), Arg::Text(v)) => c.push(v),
             (Self::Int(c), Arg::Int(v)) => c.push(v),
             (Self::Bool(c), Arg::Bool(v)) => c.push(v),
+            (Self::Bytes(c), Arg::Bytes(v)) => c.push(v),
             _ => debug_assert!(false, "a column mixes kinds of values (see `uniform`)"),
         }
     }
@@ -42,6 +45,7 @@ impl Column {
             Self::Text(_) => "text[]",
             Self::Int(_) => "int8[]",
             Self::Bool(_) => "bool[]",
+            Self::Bytes(_) => "bytea[]",
         }
     }
 }
@@ -120,6 +124,7 @@ impl RowsStatement {
                 Column::Text(v) => q.bind(v),
                 Column::Int(v) => q.bind(v),
                 Column::Bool(v) => q.bind(v),
+                Column::Bytes(v) => q.bind(v),
             };
         }
         q

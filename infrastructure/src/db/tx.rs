@@ -22,12 +22,14 @@ where
     Option<String>: Encode<'q, DB> + Type<DB>,
     Option<i64>: Encode<'q, DB> + Type<DB>,
     bool: Encode<'q, DB> + Type<DB>,
+    Vec<u8>: Encode<'q, DB> + Type<DB>,
 {
     for arg in args.0 {
         q = match arg {
             Arg::Text(v) => q.bind(v),
             Arg::Int(v) => q.bind(v),
             Arg::Bool(v) => q.bind(v),
+            Arg::Bytes(v) => q.bind(v),
         };
     }
     q

@@ -2,7 +2,8 @@
 //! conversations, due deadlines and the sessions to recover.
 
 use chrono::{DateTime, Utc};
-use pm_application::sagas::{StoredConversation, StoredRune};
+use pm_application::log::LogPosition;
+use pm_application::sagas::{StoredConversation, StoredRune, StoredSnapshot};
 use pm_application::AppError;
 use pm_domain::actor::ActorRegistered;
 use pm_domain::saga::{Deadline, DeadlineKind, Instance, Recorded};
@@ -22,12 +23,14 @@ fn corrupt(what: &str, e: impl std::fmt::Display) -> AppError {
     AppError::Internal(format!("a stored {what} does not read back: {e}"))
 }
 
-/// The version of `conversation_id` and every rune of it, in log order. The version is
-/// read first: a writer that commits between the two reads makes the runes newer than the
-/// version, and the next commit on them a conflict (reloaded) — never the reverse.
+/// The version of `conversation_id`, its snapshot of format `snapshot` (if asked for and
+/// stored) and its runes after the snapshot, in log order. Read in that order: a writer
+/// that commits between the reads makes the state newer than the version, and the next
+/// commit on it a conflict (reloaded) — never the reverse.
 pub async fn conversation(
     db: &Database,
     conversation_id: Uuid,
+    snapshot: Option<i32>,
 ) -> Result<StoredConversation, AppError> {
     let version = db
         .fetch_optional(
@@ -38,47 +41,99 @@ pub async fn conversation(
         .map_err(store_error)?
         .map_or(Ok(0), |row| row.int("version"))
         .map_err(store_error)?;
+    let snapshot = match snapshot {
+        Some(format) => db
+            .fetch_optional(
+                "SELECT position, format, state FROM saga_snapshots \
+                 WHERE conversation_id = $1::uuid AND format = $2",
+                Args::new().uuid(conversation_id).int(i64::from(format)),
+            )
+            .await
+            .map_err(store_error)?
+            .map(|row| stored_snapshot(&row))
+            .transpose()?,
+        None => None,
+    };
+    let after = snapshot.as_ref().map_or(0, |s| s.position.0);
+    // Without ORDER BY: the rows are sorted here by position, after the read — sorting
+    // tens of thousands of payloads in the database spills to disk. Of the metadata only
+    // the causation is read.
     let sql = format!(
-        "SELECT aggregate_type, aggregate_id, sequence, event_type, payload::text AS payload, \
-         metadata::text AS metadata FROM events \
-         WHERE conversation_id = $1::uuid AND aggregate_type IN {SAGA_TYPES} \
-         ORDER BY global_position"
+        "SELECT global_position, aggregate_type, aggregate_id, sequence, event_type, \
+         payload::text AS payload, metadata->>'causation_id' AS causation FROM events \
+         WHERE conversation_id = $1::uuid AND global_position > $2 \
+         AND aggregate_type IN {SAGA_TYPES}"
     );
     let rows = db
-        .fetch_all(&sql, Args::new().uuid(conversation_id))
+        .fetch_all(&sql, Args::new().uuid(conversation_id).int(after))
         .await
         .map_err(store_error)?;
+    let mut runes = rows.iter().map(rune).collect::<Result<Vec<_>, _>>()?;
+    runes.sort_unstable_by_key(|r| r.position);
     Ok(StoredConversation {
         version,
-        runes: rows.iter().map(rune).collect::<Result<_, _>>()?,
+        snapshot,
+        runes,
     })
 }
 
+fn stored_snapshot(row: &DbRow) -> Result<StoredSnapshot, AppError> {
+    let format = row.int("format").map_err(store_error)?;
+    Ok(StoredSnapshot {
+        position: LogPosition(row.int("position").map_err(store_error)?),
+        format: i32::try_from(format).map_err(|e| corrupt("snapshot format", e))?,
+        state: row.bytes("state").map_err(store_error)?.to_vec(),
+    })
+}
+
+/// Stores `snapshot` as `conversation_id`'s unless one of the same format and a later
+/// position is stored (snapshots are written by tasks that may finish out of order).
+pub async fn save_snapshot(
+    db: &Database,
+    conversation_id: Uuid,
+    snapshot: StoredSnapshot,
+    now: DateTime<Utc>,
+) -> Result<(), AppError> {
+    db.execute(
+        "INSERT INTO saga_snapshots (conversation_id, position, format, state, written_at) \
+         VALUES ($1::uuid, $2, $3, $4, $5::timestamptz) \
+         ON CONFLICT (conversation_id) DO UPDATE SET position = excluded.position, \
+         format = excluded.format, state = excluded.state, written_at = excluded.written_at \
+         WHERE saga_snapshots.format <> excluded.format \
+         OR saga_snapshots.position < excluded.position",
+        Args::new()
+            .uuid(conversation_id)
+            .int(snapshot.position.0)
+            .int(i64::from(snapshot.format))
+            .bytes(snapshot.state)
+            .time(&now),
+    )
+    .await
+    .map_err(store_error)?;
+    Ok(())
+}
+
 fn rune(row: &DbRow) -> Result<StoredRune, AppError> {
-    let aggregate_type = row.string("aggregate_type").map_err(store_error)?;
+    let aggregate_type = row.str("aggregate_type").map_err(store_error)?;
     let id: Uuid = row
-        .string("aggregate_id")
+        .str("aggregate_id")
         .map_err(store_error)?
         .parse()
         .map_err(|e| corrupt("rune id", e))?;
-    let event_type = row.string("event_type").map_err(store_error)?;
-    let payload: serde_json::Value =
-        serde_json::from_str(&row.string("payload").map_err(store_error)?)
-            .map_err(|e| corrupt("rune payload", e))?;
-    let metadata: serde_json::Value =
-        serde_json::from_str(&row.string("metadata").map_err(store_error)?)
-            .map_err(|e| corrupt("rune metadata", e))?;
-    let recorded = Recorded::from_stored(&aggregate_type, id, &event_type, &payload)
+    let event_type = row.str("event_type").map_err(store_error)?;
+    let payload = row.str("payload").map_err(store_error)?;
+    let recorded = Recorded::from_stored(aggregate_type, id, event_type, payload)
         .map_err(|e| corrupt("rune", e))?;
     // Runes caused by a fact name its log position as their causation.
-    let cause = metadata
-        .get("causation_id")
-        .and_then(|c| c.as_str())
+    let cause = row
+        .opt_str("causation")
+        .map_err(store_error)?
         .and_then(|c| c.parse::<i64>().ok());
     Ok(StoredRune {
         recorded,
         sequence: row.int("sequence").map_err(store_error)?,
         cause,
+        position: LogPosition(row.int("global_position").map_err(store_error)?),
     })
 }
 

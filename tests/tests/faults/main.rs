@@ -20,6 +20,7 @@ mod outage;
 mod pool_size;
 mod positions;
 mod relay_crash;
+mod snapshot_restart;
 mod takeover;
 mod validation;
 mod webhook_crash;

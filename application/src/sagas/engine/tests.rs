@@ -17,10 +17,13 @@ use super::{ControlTarget, SagaEngine};
 use crate::bus::EventMetadata;
 use crate::clock::{Clock, SystemClock};
 use crate::log::{LogPosition, LoggedEvent};
-use crate::sagas::{CommitError, Committed, SagaStore, SagaWrite, StoredConversation, StoredRune};
+use crate::sagas::snapshot::{self, SnapshotPolicy};
+use crate::sagas::{
+    CommitError, Committed, SagaStore, SagaWrite, StoredConversation, StoredRune, StoredSnapshot,
+};
 use crate::AppError;
 
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct Stored {
     versions: HashMap<Uuid, i64>,
     runes: Vec<(Uuid, StoredRune)>,
@@ -29,6 +32,9 @@ struct Stored {
     head: i64,
     loads: HashMap<Uuid, usize>,
     commits: usize,
+    snapshots: HashMap<Uuid, StoredSnapshot>,
+    /// Runes each load returned.
+    loaded_runes: Vec<usize>,
 }
 
 /// A commit of `conversation` waits at the gate until released.
@@ -56,19 +62,53 @@ impl FakeStore {
 }
 
 impl SagaStore for FakeStore {
-    async fn load(&self, conversation_id: Uuid) -> Result<StoredConversation, AppError> {
+    async fn load(
+        &self,
+        conversation_id: Uuid,
+        format: Option<i32>,
+    ) -> Result<StoredConversation, AppError> {
         Ok(self.with(|s| {
             *s.loads.entry(conversation_id).or_default() += 1;
+            let snapshot = s
+                .snapshots
+                .get(&conversation_id)
+                .filter(|snap| Some(snap.format) == format)
+                .cloned();
+            let after = snapshot
+                .as_ref()
+                .map_or(LogPosition(0), |snap| snap.position);
+            let runes: Vec<StoredRune> = s
+                .runes
+                .iter()
+                .filter(|(c, r)| *c == conversation_id && r.position > after)
+                .map(|(_, r)| r.clone())
+                .collect();
+            s.loaded_runes.push(runes.len());
             StoredConversation {
                 version: s.versions.get(&conversation_id).copied().unwrap_or(0),
-                runes: s
-                    .runes
-                    .iter()
-                    .filter(|(c, _)| *c == conversation_id)
-                    .map(|(_, r)| r.clone())
-                    .collect(),
+                snapshot,
+                runes,
             }
         }))
+    }
+
+    fn save_snapshot(
+        &self,
+        conversation_id: Uuid,
+        snapshot: StoredSnapshot,
+    ) -> impl std::future::Future<Output = Result<(), AppError>> + Send + 'static {
+        let store = self.clone();
+        async move {
+            store.with(|s| {
+                let newer = s.snapshots.get(&conversation_id).is_some_and(|old| {
+                    old.format == snapshot.format && old.position >= snapshot.position
+                });
+                if !newer {
+                    s.snapshots.insert(conversation_id, snapshot);
+                }
+            });
+            Ok(())
+        }
     }
 
     async fn actor_kind(&self, actor_id: Uuid) -> Result<Option<ActorKind>, AppError> {
@@ -171,6 +211,7 @@ impl SagaStore for FakeStore {
                         recorded: rune.recorded.clone(),
                         sequence: rune.sequence,
                         cause,
+                        position: LogPosition(s.head),
                     },
                 ));
             }
@@ -529,5 +570,163 @@ async fn given_a_control_cancelled_while_it_commits_when_the_next_control_comes_
     assert_eq!(
         world.store.with(|s| s.loads.get(&a).copied().unwrap_or(0)),
         loads + 1
+    );
+}
+
+impl World {
+    /// An engine over this world's store, as a restarted replica has it: nothing in memory.
+    fn restarted(&self, store: FakeStore) -> SagaEngine<FakeStore> {
+        SagaEngine::new(store, SagaConfig::default(), Arc::new(SystemClock))
+    }
+
+    /// A copy of the store as it is now, without its snapshots.
+    fn copy_without_snapshots(&self) -> FakeStore {
+        let copy = FakeStore::default();
+        let stored = self.store.with(|s| s.clone());
+        copy.with(|s| {
+            *s = stored;
+            s.snapshots.clear();
+        });
+        copy
+    }
+
+    /// The runes after the first `from` of `store`, with their sequences.
+    fn runes_after(store: &FakeStore, from: usize) -> Vec<(pm_domain::saga::Recorded, i64)> {
+        store.with(|s| {
+            s.runes[from..]
+                .iter()
+                .map(|(_, r)| (r.recorded.clone(), r.sequence))
+                .collect()
+        })
+    }
+}
+
+/// A conversation of `messages` human messages, applied one batch each by an engine that
+/// takes a snapshot every 10 runes; answers once a snapshot is stored.
+async fn long_conversation(messages: usize) -> (World, Uuid) {
+    let a = Uuid::new_v4();
+    let mut world = World::new(SagaConfig::default());
+    world.engine = Arc::new(
+        SagaEngine::new(
+            world.store.clone(),
+            SagaConfig::default(),
+            Arc::new(SystemClock),
+        )
+        .with_snapshots(SnapshotPolicy { every: 10 }),
+    );
+    world.started(&[a]).await;
+    for _ in 0..messages {
+        let message = vec![world.log.human_says(a)];
+        world.apply(message).await;
+        // Snapshots are written beside the saga path, by tasks of their own: let them run
+        // (the fake store never makes the engine wait).
+        for _ in 0..4 {
+            tokio::task::yield_now().await;
+        }
+    }
+    assert!(
+        world.store.with(|s| s.snapshots.contains_key(&a)),
+        "a snapshot was written"
+    );
+    (world, a)
+}
+
+#[tokio::test]
+async fn given_a_long_conversation_when_a_restarted_engine_loads_it_then_from_its_snapshot_and_it_decides_as_the_whole_fold_does(
+) {
+    let (mut world, a) = long_conversation(60).await;
+    let total = world
+        .store
+        .with(|s| s.runes.iter().filter(|(c, _)| *c == a).count());
+
+    // The snapshot and the runes after it fold to what every rune folds to.
+    let (snap, all): (_, Vec<StoredRune>) = world.store.with(|s| {
+        let runes = s
+            .runes
+            .iter()
+            .filter(|(c, _)| *c == a)
+            .map(|(_, r)| r.clone());
+        (s.snapshots[&a].clone(), runes.collect())
+    });
+    assert_eq!(snap.format, snapshot::FORMAT);
+    let cause = |runes: &[StoredRune]| runes.iter().filter_map(|r| r.cause).max();
+    let whole = pm_domain::saga::Sagas::restore(cause(&all), all.iter().map(|r| &r.recorded));
+    let tail: Vec<StoredRune> = all
+        .iter()
+        .filter(|r| r.position > snap.position)
+        .cloned()
+        .collect();
+    let mut folded = snapshot::decode(&snap.state).expect("decodes").sagas;
+    folded.apply_all(cause(&tail), tail.iter().map(|r| &r.recorded));
+    assert_eq!(folded, whole);
+
+    // Given a restart: one engine loads the snapshot, another (on a copy without it) every rune.
+    let control = world.copy_without_snapshots();
+    let runes_before = world.store.with(|s| s.runes.len());
+    let message = vec![world.log.human_says(a)];
+    let restarted = world.restarted(world.store.clone());
+    restarted
+        .apply_batch(world.cursor, &message)
+        .await
+        .expect("applies");
+    world
+        .restarted(control.clone())
+        .apply_batch(world.cursor, &message)
+        .await
+        .expect("applies");
+
+    let loaded = world
+        .store
+        .with(|s| s.loaded_runes.last().copied())
+        .expect("a load");
+    assert!(loaded < total / 2, "read {loaded} of {total} runes");
+    assert_eq!(
+        control.with(|s| s.loaded_runes.last().copied()),
+        Some(total)
+    );
+    let written = World::runes_after(&world.store, runes_before);
+    assert!(!written.is_empty(), "the message was decided");
+    assert_eq!(written, World::runes_after(&control, runes_before));
+}
+
+#[tokio::test]
+async fn given_a_snapshot_that_does_not_read_when_the_conversation_is_loaded_then_every_rune_is_folded_instead(
+) {
+    let (mut world, a) = long_conversation(20).await;
+    let total = world
+        .store
+        .with(|s| s.runes.iter().filter(|(c, _)| *c == a).count());
+    let control = world.copy_without_snapshots();
+    world.store.with(|s| {
+        if let Some(snap) = s.snapshots.get_mut(&a) {
+            snap.state = b"garbage".to_vec();
+        }
+    });
+    let loads = world.store.loads(a);
+    let runes_before = world.store.with(|s| s.runes.len());
+    let message = vec![world.log.human_says(a)];
+    world
+        .restarted(world.store.clone())
+        .apply_batch(world.cursor, &message)
+        .await
+        .expect("applies");
+    world
+        .restarted(control.clone())
+        .apply_batch(world.cursor, &message)
+        .await
+        .expect("applies");
+
+    assert_eq!(
+        world.store.loads(a),
+        loads + 2,
+        "read with the snapshot, then without"
+    );
+    assert_eq!(
+        world.store.with(|s| s.loaded_runes.last().copied()),
+        Some(total)
+    );
+    assert_eq!(
+        World::runes_after(&world.store, runes_before),
+        World::runes_after(&control, runes_before)
     );
 }

@@ -278,7 +278,27 @@ fn given_a_recorded_rune_when_stored_and_read_back_then_its_payload_has_no_tag_a
     };
     let payload = recorded.payload();
     assert_eq!(payload, serde_json::json!({"reason": "maintenance"}));
-    let back = Recorded::from_stored("session", id, "session.paused", &payload).expect("parses");
+    let text = payload.to_string();
+    let back = Recorded::from_stored("session", id, "session.paused", &text).expect("parses");
     assert_eq!(back, recorded);
-    assert!(Recorded::from_stored("task", id, "session.paused", &payload).is_err());
+    assert!(Recorded::from_stored("task", id, "session.paused", &text).is_err());
+    // Not an object, or not closed: refused, never a panic.
+    for bad in ["[]", "\"x\"", "", "{", "{\"reason\": 1}"] {
+        assert!(
+            Recorded::from_stored("session", id, "session.paused", bad).is_err(),
+            "{bad}"
+        );
+    }
+    // Whitespace around the object is the parser's; an empty object is spliced into valid
+    // JSON (no comma before the brace), so what it lacks is what the error names.
+    let spaced = Recorded::from_stored(
+        "session",
+        id,
+        "session.paused",
+        " {\n \"reason\": \"maintenance\" } ",
+    );
+    assert_eq!(spaced.expect("parses"), recorded);
+    let empty =
+        Recorded::from_stored("session", id, "session.paused", "{ }").expect_err("no reason");
+    assert!(empty.contains("missing field `reason`"), "{empty}");
 }
