@@ -104,7 +104,7 @@ impl NatsRelay {
         Ok(())
     }
 
-    /// Moves the cursor from `from` to `to` (compare-and-set).
+    /// Moves the cursor from `from` to `to` (compare-and-set), parking `park` with it.
     async fn advance(
         &self,
         from: LogPosition,
@@ -112,6 +112,13 @@ impl NatsRelay {
         park: Option<(&LoggedEvent, &str)>,
     ) -> Result<LogPosition, BatchError> {
         let sql = |e: sqlx::Error| BatchError::Transient(e.to_string());
+        if park.is_none() {
+            return match cursor::compare_and_set(&self.db, NATS_RELAY, from, to).await {
+                Ok(()) => Ok(to),
+                Err(CursorError::Moved) => Err(BatchError::CursorMoved),
+                Err(CursorError::Sql(e)) => Err(sql(e)),
+            };
+        }
         let mut tx = self.db.begin().await.map_err(sql)?;
         match cursor::lock(&mut tx, NATS_RELAY, from).await {
             Ok(_) => {}
