@@ -9,8 +9,10 @@
 //! later rune can get a position at or below the commit's last one. Loading is the
 //! snapshot plus the runes after `P`.
 //!
-//! The encoding is MessagePack of the domain's own serde shapes (a tenth of the time of
-//! JSON to read, a quarter of its size). [`FORMAT`] names it: a snapshot of another format is
+//! The encoding is MessagePack of the domain's own serde shapes, structs as maps with
+//! their field names (8.9 MB for 20,000 queued turns against JSON's 13.5 MB; 1.9 MB once
+//! PostgreSQL compressed it). Not as arrays: the shapes skip absent optional fields, which
+//! would shift an array's elements (a test shows it). [`FORMAT`] names it: a snapshot of another format is
 //! not read (the conversation is folded from its runes and a new snapshot written), so a
 //! release that changes how the machines fold or serialize bumps it — the golden test
 //! below fails when the shape changes under it.
@@ -26,7 +28,7 @@ use pm_domain::saga::{Instance, Sagas};
 use serde::{Deserialize, Serialize};
 
 /// The encoding of [`encode`]; see the module's documentation for when it changes.
-pub const FORMAT: i32 = 1;
+pub const FORMAT: i32 = 2;
 
 /// When the engine takes snapshots.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,7 +90,9 @@ pub fn encode(
     let mut streams: Vec<_> = streams.iter().collect();
     // Sorted, so the same machines always give the same bytes.
     streams.sort_unstable();
-    rmp_serde::to_vec(&Encoding {
+    // Structs as maps with their field names, not as arrays: the domain's shapes skip
+    // absent optional fields (`tool.result`'s `output`, …), which an array would shift.
+    rmp_serde::to_vec_named(&Encoding {
         sagas,
         streams,
         runes,

@@ -87,9 +87,33 @@ fn conversation(turns: u128) -> Vec<Recorded> {
                 "agent.turn_dispatched",
                 &format!(r#"{{"turn_epoch":1,"turn_id":"{turn}"}}"#),
             ));
+            tool_calls(&mut runes, turn);
         }
     }
     runes
+}
+
+/// Tool calls of `turn` whose results skip a field before one they have (no `output`, an
+/// `error`), skip two, and have none skipped.
+fn tool_calls(runes: &mut Vec<Recorded>, turn: Uuid) {
+    for (call, result) in [
+        ("c1", r#"{"call_id":"c1","status":"error","error":"boom"}"#),
+        (
+            "c2",
+            r#"{"call_id":"c2","status":"timeout","reason":"slow"}"#,
+        ),
+        (
+            "c3",
+            r#"{"call_id":"c3","status":"success","output":{"n":[1,2.5,"x",null]}}"#,
+        ),
+    ] {
+        let id = Uuid::new_v5(&turn, call.as_bytes()).to_string();
+        let called = format!(
+            r#"{{"call_id":"{call}","tool_name":"search","arguments":{{"q":"x"}},"turn_id":"{turn}","timeout_ms":5000}}"#
+        );
+        runes.push(rune("tool_call", &id, "tool.call", &called));
+        runes.push(rune("tool_call", &id, "tool.result", result));
+    }
 }
 
 fn streams(runes: &[Recorded]) -> HashMap<Instance, i64> {
@@ -162,8 +186,8 @@ fn given_a_fixed_conversation_then_its_snapshot_bytes_are_the_pinned_ones_of_thi
     assert_eq!(
         (FORMAT, digest.as_str()),
         (
-            1,
-            "79e116a1838077148fcb099463fd207358f862202a44083d7d1b7bf9560dc2c1"
+            2,
+            "2c11dec7c48c107ce11b986b99672df9708eece43d69f7e9309e6c67aa98cac3"
         ),
         "the snapshot encoding changed: bump snapshot::FORMAT and pin the new digest"
     );
