@@ -716,7 +716,10 @@ impl<S: SagaStore> SagaEngine<S> {
                 for (conversation, mut machines) in taken.drain(..) {
                     machines.version += 1;
                     if written.contains(&conversation) {
-                        machines.position = committed.last_position.or(machines.position);
+                        // Runes were appended, so the store names their last position; a
+                        // store that did not leaves the machines without one (no snapshot
+                        // is taken as of a position that predates runes they hold).
+                        machines.position = committed.last_position;
                         self.snapshot(conversation, &mut machines);
                     }
                     if let Some(slot) = held.get_mut(&conversation) {
@@ -804,7 +807,7 @@ fn record(
     for recorded in outcome.runes {
         let version = machines.streams.entry(recorded.instance).or_insert(0);
         *version += 1;
-        machines.runes += 1;
+        machines.runes = machines.runes.saturating_add(1);
         write.runes.push(NewRune {
             conversation_id: conversation,
             recorded,

@@ -63,7 +63,8 @@ impl Machines {
             streams,
             version: stored.version,
             position,
-            runes: covered + stored.runes.len() as u64,
+            // `covered` comes from the database: never an overflow on a corrupt count.
+            runes: covered.saturating_add(stored.runes.len() as u64),
             covered,
         })
     }

@@ -209,12 +209,15 @@ impl Recorded {
 /// The object `payload` with `"rune": event_type` as its first member, or `None` when
 /// `payload` is not an object. What follows the opening brace is left to the parser.
 fn tagged(event_type: &str, payload: &str) -> Option<String> {
-    let body = payload.trim_start().strip_prefix('{')?;
+    // JSON's whitespace only (not `str::trim_start`'s Unicode whitespace, which JSON
+    // refuses and the splice would otherwise cut away unseen).
+    let json_space: &[char] = &[' ', '\t', '\n', '\r'];
+    let body = payload.trim_start_matches(json_space).strip_prefix('{')?;
     let name = serde_json::to_string(event_type).ok()?;
     let mut out = String::with_capacity(payload.len() + name.len() + 9);
     out.push_str("{\"rune\":");
     out.push_str(&name);
-    if !body.trim_start().starts_with('}') {
+    if !body.trim_start_matches(json_space).starts_with('}') {
         out.push(',');
     }
     out.push_str(body);

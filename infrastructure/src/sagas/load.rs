@@ -60,7 +60,8 @@ pub async fn conversation(
     // the causation is read.
     let sql = format!(
         "SELECT global_position, aggregate_type, aggregate_id, sequence, event_type, \
-         payload::text AS payload, metadata->>'causation_id' AS causation FROM events \
+         payload::text AS payload, CAST(metadata->>'causation_id' AS TEXT) AS causation \
+         FROM events \
          WHERE conversation_id = $1::uuid AND global_position > $2 \
          AND aggregate_type IN {SAGA_TYPES}"
     );

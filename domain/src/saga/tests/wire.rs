@@ -283,7 +283,14 @@ fn given_a_recorded_rune_when_stored_and_read_back_then_its_payload_has_no_tag_a
     assert_eq!(back, recorded);
     assert!(Recorded::from_stored("task", id, "session.paused", &text).is_err());
     // Not an object, or not closed: refused, never a panic.
-    for bad in ["[]", "\"x\"", "", "{", "{\"reason\": 1}"] {
+    for bad in [
+        "[]",
+        "\"x\"",
+        "",
+        "{",
+        "{\"reason\": 1}",
+        "\u{a0}{\"reason\": \"x\"}",
+    ] {
         assert!(
             Recorded::from_stored("session", id, "session.paused", bad).is_err(),
             "{bad}"
