@@ -58,6 +58,9 @@ pub enum DbError {
     Directory(String, #[source] std::io::Error),
 }
 
+/// PostgreSQL connections a pool keeps open even when idle.
+const WARM_CONNECTIONS: u32 = 4;
+
 impl Database {
     /// Connects to `url` with at most `pool_size` connections; a request waits at most
     /// `acquire_timeout` for one (so an outage answers fast instead of queueing).
@@ -75,6 +78,9 @@ impl Database {
                 PgConnectOptions::from_str(url).map_err(|_| DbError::BadUrl(url.into()))?;
             let pool = PgPoolOptions::new()
                 .max_connections(pool_size.max(2))
+                // A few connections opened at start and kept: the first requests after a
+                // start (or a restart) do not each pay a connection's handshake.
+                .min_connections(pool_size.clamp(1, WARM_CONNECTIONS))
                 // No ping round trip before every query; a dead connection fails its
                 // query and the command answers 503 (the store is unreachable).
                 .test_before_acquire(false)
