@@ -11,7 +11,7 @@ use std::time::Duration;
 use pm_tests::TestDb;
 use serde_json::json;
 
-use crate::support::{poll, start};
+use crate::support::{human_ai_conversation, poll, start};
 
 async fn a_claim_whose_answer_was_lost_is_claimed_again_after_its_lease(db: TestDb) {
     let env = |failpoint: &'static str| {
@@ -23,24 +23,7 @@ async fn a_claim_whose_answer_was_lost_is_claimed_again_after_its_lease(db: Test
     };
     let mut doomed = start(&env("abort_after_claim")).await;
     let api = doomed.api().clone();
-    let human = api
-        .create(
-            "/v1/actors",
-            &json!({"kind": "human", "display_name": "Hana"}),
-        )
-        .await
-        .id();
-    let llm = api
-        .create("/v1/actors", &json!({"kind": "ai", "display_name": "Lin"}))
-        .await
-        .id();
-    let conv = api
-        .create(
-            "/v1/conversations",
-            &json!({"actor_ids": [human, llm], "title": "Crash"}),
-        )
-        .await
-        .id();
+    let (human, llm, conv) = human_ai_conversation(&api, "Crash").await;
     api.create(
         &format!("/v1/conversations/{conv}/messages"),
         &json!({"actor_id": human, "content": "please"}),

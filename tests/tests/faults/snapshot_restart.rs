@@ -10,7 +10,7 @@ use pm_tests::http::Api;
 use pm_tests::TestDb;
 use serde_json::{json, Value};
 
-use crate::support::{poll, start};
+use crate::support::{human_ai_conversation, poll, start};
 
 async fn turns(api: &Api, conv: &str) -> Vec<Value> {
     let r = api
@@ -51,24 +51,7 @@ async fn a_long_conversation_is_decided_on_from_its_snapshot_after_a_kill(db: Te
     ];
     let mut svc = start(&env).await;
     let api = svc.api().clone();
-    let human = api
-        .create(
-            "/v1/actors",
-            &json!({"kind": "human", "display_name": "Hana"}),
-        )
-        .await
-        .id();
-    let llm = api
-        .create("/v1/actors", &json!({"kind": "ai", "display_name": "Lin"}))
-        .await
-        .id();
-    let conv = api
-        .create(
-            "/v1/conversations",
-            &json!({"actor_ids": [human, llm], "title": "A long one"}),
-        )
-        .await
-        .id();
+    let (human, _, conv) = human_ai_conversation(&api, "A long one").await;
     for n in 0..30 {
         api.message(&conv, &human, &format!("message {n}")).await;
     }

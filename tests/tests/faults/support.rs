@@ -127,3 +127,26 @@ pub const FACTS: &str = "types=project_manager.*";
 pub const MESSAGE_ADDED: &str = "project_manager.message.added";
 /// `ActorRegistered`'s fact type.
 pub const ACTOR_REGISTERED: &str = "project_manager.actor.registered";
+
+/// A person (`Hana`), an AI (`Lin`) and a conversation of theirs titled `title`: their ids.
+pub async fn human_ai_conversation(api: &Api, title: &str) -> (String, String, String) {
+    let human = api
+        .create(
+            "/v1/actors",
+            &json!({"kind": "human", "display_name": "Hana"}),
+        )
+        .await
+        .id();
+    let llm = api
+        .create("/v1/actors", &json!({"kind": "ai", "display_name": "Lin"}))
+        .await
+        .id();
+    let conv = api
+        .create(
+            "/v1/conversations",
+            &json!({"actor_ids": [human, llm], "title": title}),
+        )
+        .await
+        .id();
+    (human, llm, conv)
+}

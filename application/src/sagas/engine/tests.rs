@@ -590,6 +590,17 @@ impl World {
         copy
     }
 
+    /// Decides `message` with a restarted engine over this world's store and with one over
+    /// `control` (a copy of it).
+    async fn decide_after_restart(&self, control: &FakeStore, message: &[LoggedEvent]) {
+        for store in [self.store.clone(), control.clone()] {
+            self.restarted(store)
+                .apply_batch(self.cursor, message)
+                .await
+                .expect("applies");
+        }
+    }
+
     /// The runes after the first `from` of `store`, with their sequences.
     fn runes_after(store: &FakeStore, from: usize) -> Vec<(pm_domain::saga::Recorded, i64)> {
         store.with(|s| {
@@ -602,8 +613,9 @@ impl World {
 }
 
 /// A conversation of `messages` human messages, applied one batch each by an engine that
-/// takes a snapshot every 10 runes; answers once a snapshot is stored.
-async fn long_conversation(messages: usize) -> (World, Uuid) {
+/// takes a snapshot every 10 runes; answers with the conversation and its runes once a
+/// snapshot is stored.
+async fn long_conversation(messages: usize) -> (World, Uuid, usize) {
     let a = Uuid::new_v4();
     let mut world = World::new(SagaConfig::default());
     world.engine = Arc::new(
@@ -628,16 +640,16 @@ async fn long_conversation(messages: usize) -> (World, Uuid) {
         world.store.with(|s| s.snapshots.contains_key(&a)),
         "a snapshot was written"
     );
-    (world, a)
+    let runes = world
+        .store
+        .with(|s| s.runes.iter().filter(|(c, _)| *c == a).count());
+    (world, a, runes)
 }
 
 #[tokio::test]
 async fn given_a_long_conversation_when_a_restarted_engine_loads_it_then_from_its_snapshot_and_it_decides_as_the_whole_fold_does(
 ) {
-    let (mut world, a) = long_conversation(60).await;
-    let total = world
-        .store
-        .with(|s| s.runes.iter().filter(|(c, _)| *c == a).count());
+    let (mut world, a, total) = long_conversation(60).await;
 
     // The snapshot and the runes after it fold to what every rune folds to.
     let (snap, all): (_, Vec<StoredRune>) = world.store.with(|s| {
@@ -664,16 +676,7 @@ async fn given_a_long_conversation_when_a_restarted_engine_loads_it_then_from_it
     let control = world.copy_without_snapshots();
     let runes_before = world.store.with(|s| s.runes.len());
     let message = vec![world.log.human_says(a)];
-    let restarted = world.restarted(world.store.clone());
-    restarted
-        .apply_batch(world.cursor, &message)
-        .await
-        .expect("applies");
-    world
-        .restarted(control.clone())
-        .apply_batch(world.cursor, &message)
-        .await
-        .expect("applies");
+    world.decide_after_restart(&control, &message).await;
 
     let loaded = world
         .store
@@ -692,10 +695,7 @@ async fn given_a_long_conversation_when_a_restarted_engine_loads_it_then_from_it
 #[tokio::test]
 async fn given_a_snapshot_that_does_not_read_when_the_conversation_is_loaded_then_every_rune_is_folded_instead(
 ) {
-    let (mut world, a) = long_conversation(20).await;
-    let total = world
-        .store
-        .with(|s| s.runes.iter().filter(|(c, _)| *c == a).count());
+    let (mut world, a, total) = long_conversation(20).await;
     let control = world.copy_without_snapshots();
     world.store.with(|s| {
         if let Some(snap) = s.snapshots.get_mut(&a) {
@@ -705,16 +705,7 @@ async fn given_a_snapshot_that_does_not_read_when_the_conversation_is_loaded_the
     let loads = world.store.loads(a);
     let runes_before = world.store.with(|s| s.runes.len());
     let message = vec![world.log.human_says(a)];
-    world
-        .restarted(world.store.clone())
-        .apply_batch(world.cursor, &message)
-        .await
-        .expect("applies");
-    world
-        .restarted(control.clone())
-        .apply_batch(world.cursor, &message)
-        .await
-        .expect("applies");
+    world.decide_after_restart(&control, &message).await;
 
     assert_eq!(
         world.store.loads(a),
