@@ -497,12 +497,9 @@ async fn given_a_deadline_fired_elsewhere_when_it_is_fired_here_then_nothing_is_
 async fn given_more_conversations_than_the_cache_holds_then_it_keeps_its_limit_and_the_latest() {
     let mut world = World::new(SagaConfig::default());
     world.engine = Arc::new(
-        SagaEngine::new(
-            world.store.clone(),
-            SagaConfig::default(),
-            Arc::new(SystemClock),
-        )
-        .with_cache_limits(16, 16),
+        world
+            .engine_over(world.store.clone())
+            .with_cache_limits(16, 16),
     );
     let conversations: Vec<Uuid> = (0..64).map(|_| Uuid::new_v4()).collect();
     for c in &conversations {
@@ -574,8 +571,9 @@ async fn given_a_control_cancelled_while_it_commits_when_the_next_control_comes_
 }
 
 impl World {
-    /// An engine over this world's store, as a restarted replica has it: nothing in memory.
-    fn restarted(&self, store: FakeStore) -> SagaEngine<FakeStore> {
+    /// A new engine over `store` with the default settings — as a restarted replica has
+    /// it: nothing in memory.
+    fn engine_over(&self, store: FakeStore) -> SagaEngine<FakeStore> {
         SagaEngine::new(store, SagaConfig::default(), Arc::new(SystemClock))
     }
 
@@ -594,7 +592,7 @@ impl World {
     /// `control` (a copy of it).
     async fn decide_after_restart(&self, control: &FakeStore, message: &[LoggedEvent]) {
         for store in [self.store.clone(), control.clone()] {
-            self.restarted(store)
+            self.engine_over(store)
                 .apply_batch(self.cursor, message)
                 .await
                 .expect("applies");
@@ -619,12 +617,9 @@ async fn long_conversation(messages: usize) -> (World, Uuid, usize) {
     let a = Uuid::new_v4();
     let mut world = World::new(SagaConfig::default());
     world.engine = Arc::new(
-        SagaEngine::new(
-            world.store.clone(),
-            SagaConfig::default(),
-            Arc::new(SystemClock),
-        )
-        .with_snapshots(SnapshotPolicy { every: 10 }),
+        world
+            .engine_over(world.store.clone())
+            .with_snapshots(SnapshotPolicy { every: 10 }),
     );
     world.started(&[a]).await;
     for _ in 0..messages {
