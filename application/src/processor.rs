@@ -187,7 +187,10 @@ impl<H: BatchHandler, S: ProcessorStore, L: LogReader> ProcessorRunner<H, S, L> 
         // The lag metric costs a query of the log's head: at most once a second.
         let mut lag_reported: Option<tokio::time::Instant> = None;
         let all = EventFilter::default();
-        let mut feed = self.tail.clone().map(Feed::new);
+        // Subscribed to the tail only while this replica owns the processor: a replica that
+        // does not would hold the tail's last batches unread, and keep the tail reading
+        // whole events where the head alone would do.
+        let mut feed: Option<Feed> = None;
         while !shutdown.is_cancelled() {
             if !leader || claimed_at.elapsed() >= self.options.ownership_check {
                 match self.store.claim(&name, &self.options.owner).await {
@@ -199,6 +202,7 @@ impl<H: BatchHandler, S: ProcessorStore, L: LogReader> ProcessorRunner<H, S, L> 
                         claimed_at = tokio::time::Instant::now();
                         if !held {
                             cursor = None;
+                            feed = None;
                         }
                     }
                     Err(e) => {
@@ -233,8 +237,12 @@ impl<H: BatchHandler, S: ProcessorStore, L: LogReader> ProcessorRunner<H, S, L> 
             };
             cursor = Some(from);
             doorbell.borrow_and_update();
-            let read = match &mut feed {
-                Some(feed) => feed.read(from, self.options.batch_size, &self.log).await,
+            let read = match &self.tail {
+                Some(tail) => {
+                    feed.get_or_insert_with(|| Feed::new(tail.clone()))
+                        .read(from, self.options.batch_size, &self.log)
+                        .await
+                }
                 None => {
                     self.log
                         .read_after(from, &all, self.options.batch_size)

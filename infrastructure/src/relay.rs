@@ -104,37 +104,13 @@ impl NatsRelay {
         Ok(())
     }
 
-    /// Moves the cursor from `from` to `to` (compare-and-set), parking `park` with it.
-    async fn advance(
-        &self,
-        from: LogPosition,
-        to: LogPosition,
-        park: Option<(&LoggedEvent, &str)>,
-    ) -> Result<LogPosition, BatchError> {
-        let sql = |e: sqlx::Error| BatchError::Transient(e.to_string());
-        if park.is_none() {
-            return match cursor::compare_and_set(&self.db, NATS_RELAY, from, to).await {
-                Ok(()) => Ok(to),
-                Err(CursorError::Moved) => Err(BatchError::CursorMoved),
-                Err(CursorError::Sql(e)) => Err(sql(e)),
-            };
+    /// Moves the cursor from `from` to `to` (compare-and-set, one statement).
+    async fn advance(&self, from: LogPosition, to: LogPosition) -> Result<LogPosition, BatchError> {
+        match cursor::compare_and_set(&self.db, NATS_RELAY, from, to).await {
+            Ok(()) => Ok(to),
+            Err(CursorError::Moved) => Err(BatchError::CursorMoved),
+            Err(CursorError::Sql(e)) => Err(BatchError::Transient(e.to_string())),
         }
-        let mut tx = self.db.begin().await.map_err(sql)?;
-        match cursor::lock(&mut tx, NATS_RELAY, from).await {
-            Ok(_) => {}
-            Err(CursorError::Moved) => return Err(BatchError::CursorMoved),
-            Err(CursorError::Sql(e)) => return Err(sql(e)),
-        }
-        if let Some((event, reason)) = park {
-            cursor::park(&mut tx, NATS_RELAY, event, reason)
-                .await
-                .map_err(sql)?;
-        }
-        cursor::advance(&mut tx, NATS_RELAY, to)
-            .await
-            .map_err(sql)?;
-        tx.commit().await.map_err(sql)?;
-        Ok(to)
     }
 }
 
@@ -153,7 +129,7 @@ impl BatchHandler for NatsRelay {
         };
         self.ensure_stream().await?;
         self.publish(events).await?;
-        let moved = self.advance(from, last.position, None).await?;
+        let moved = self.advance(from, last.position).await?;
         metrics::counter!("pm_relay_published_total").increment(events.len() as u64);
         Ok(moved)
     }
@@ -164,7 +140,20 @@ impl BatchHandler for NatsRelay {
         event: &LoggedEvent,
         reason: &str,
     ) -> Result<LogPosition, BatchError> {
-        self.advance(from, event.position, Some((event, reason)))
+        let sql = |e: sqlx::Error| BatchError::Transient(e.to_string());
+        let mut tx = self.db.begin().await.map_err(sql)?;
+        match cursor::lock(&mut tx, NATS_RELAY, from).await {
+            Ok(_) => {}
+            Err(CursorError::Moved) => return Err(BatchError::CursorMoved),
+            Err(CursorError::Sql(e)) => return Err(sql(e)),
+        }
+        cursor::park(&mut tx, NATS_RELAY, event, reason)
             .await
+            .map_err(sql)?;
+        cursor::advance(&mut tx, NATS_RELAY, event.position)
+            .await
+            .map_err(sql)?;
+        tx.commit().await.map_err(sql)?;
+        Ok(event.position)
     }
 }

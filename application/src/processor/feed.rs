@@ -7,8 +7,9 @@
 //! [`LogReader::read_after`]), so a processor whose cursor a batch continues takes its
 //! events from it. Whenever the batches do not continue from the cursor — the processor
 //! is behind (started late, slow, lagged past the broadcast's capacity) or the tail has
-//! read further than any batch received — the processor reads the store itself, as
-//! without a tail, until a batch continues from its cursor again.
+//! read further than any batch received, or its last read of the store filled a page — the
+//! processor reads the store itself, as without a tail, until a batch continues from its
+//! cursor again.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,6 +32,9 @@ pub(super) struct Feed {
     held: Option<Arc<Batch>>,
     /// When the store was last read (or a batch last delivered).
     checked: tokio::time::Instant,
+    /// Whether the last read of the store filled its page: there is more to read there,
+    /// whatever the tail says (a tail that stopped does not move its position).
+    store_full: bool,
 }
 
 impl Feed {
@@ -42,6 +46,7 @@ impl Feed {
             rx,
             held: None,
             checked: tokio::time::Instant::now(),
+            store_full: false,
         }
     }
 
@@ -90,15 +95,18 @@ impl Feed {
                 }
             }
         }
-        let behind = self.held.is_some() || self.tail.position() > from;
+        let behind = self.held.is_some() || self.store_full || self.tail.position() > from;
         if out.is_empty() && (behind || self.checked.elapsed() >= TRUST) {
             // Behind the tail (or the tail has been quiet a while): the store has what no
             // batch here continues with.
             self.checked = tokio::time::Instant::now();
-            return log
+            let events = log
                 .read_after(from, &EventFilter::default(), limit as u32)
-                .await;
+                .await?;
+            self.store_full = events.len() >= limit;
+            return Ok(events);
         }
+        self.store_full = false;
         if !out.is_empty() {
             self.checked = tokio::time::Instant::now();
         }
@@ -211,6 +219,26 @@ mod tests {
             .expect("read")
             .is_empty());
         assert_eq!(store.reads(), vec![0], "and trusted again for a second");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn given_a_tail_that_stopped_and_a_backlog_when_read_then_the_store_is_read_page_after_page(
+    ) {
+        let store = log_of(7);
+        let mut feed = Feed::new(LogTail::new());
+        tokio::time::advance(TRUST).await;
+        // Full pages: the next one at once, not a second later.
+        let mut at = LogPosition(0);
+        let mut pages = Vec::new();
+        loop {
+            let events = feed.read(at, 3, &store).await.expect("read");
+            let Some(last) = events.last() else { break };
+            at = last.position;
+            pages.push(positions(&events));
+        }
+        assert_eq!(pages, vec![vec![1, 2, 3], vec![4, 5, 6], vec![7]]);
+        // The short page ended it: trusted again.
+        assert_eq!(store.reads(), vec![0, 3, 6]);
     }
 
     #[tokio::test]
