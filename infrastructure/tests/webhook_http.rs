@@ -126,3 +126,39 @@ async fn given_the_default_policy_when_a_loopback_receiver_is_named_then_no_conn
         "the receiver saw nothing"
     );
 }
+
+#[tokio::test]
+async fn given_a_proxy_in_the_environment_when_delivered_then_it_is_not_used() {
+    // A proxy would resolve and connect to the receiver itself, out of the policy's
+    // reach (no SSRF guard sees its connection): the deliverer must ignore the
+    // environment's proxies. Set for the whole test binary: every test here connects
+    // directly, so none depends on it being unset.
+    let proxy = TcpListener::bind("127.0.0.1:0").await.expect("a port");
+    let proxy_url = format!("http://{}", proxy.local_addr().expect("addr"));
+    let proxied = Arc::new(AtomicUsize::new(0));
+    let count = proxied.clone();
+    tokio::spawn(async move {
+        while let Ok((_socket, _)) = proxy.accept().await {
+            count.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    for name in [
+        "HTTP_PROXY",
+        "http_proxy",
+        "HTTPS_PROXY",
+        "https_proxy",
+        "ALL_PROXY",
+    ] {
+        std::env::set_var(name, &proxy_url);
+    }
+    let (port, connections, _) = receiver(204).await;
+    let deliverer = HttpDeliverer::new(
+        HostPolicy::parse("127.0.0.1").expect("policy"),
+        Duration::from_secs(5),
+    )
+    .expect("client");
+    let url = format!("http://127.0.0.1:{port}/hook");
+    assert_eq!(deliverer.deliver(&delivery(url)).await, Ok(()));
+    assert_eq!(connections.load(Ordering::SeqCst), 1);
+    assert_eq!(proxied.load(Ordering::SeqCst), 0, "the proxy was not used");
+}

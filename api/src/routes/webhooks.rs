@@ -156,8 +156,9 @@ pub async fn get(
     view.map(Json).ok_or_else(|| not_found(id))
 }
 
-/// `DELETE /v1/webhooks/{id}`: no delivery starts after the answer (one under way may
-/// still arrive).
+/// `DELETE /v1/webhooks/{id}`: deliveries stop at once on this replica and within a second
+/// on the one delivering (a delivery under way may still arrive; none moves the deleted
+/// subscription's cursor).
 #[utoipa::path(delete, path = "/v1/webhooks/{id}", tag = "webhooks", params(("id" = Uuid, Path)),
     responses((status = 204, description = "Deleted"),
               (status = 404, body = crate::error::Problem, description = "No such webhook (`webhook_not_found`).")))]

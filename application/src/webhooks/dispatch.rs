@@ -201,7 +201,7 @@ where
         for id in stale {
             if let Some((_, token, task)) = loops.remove(&id) {
                 token.cancel();
-                let _ = task.await;
+                joined(task.await);
             }
         }
         for subscription in &active {
@@ -242,7 +242,16 @@ where
 async fn stop_all(loops: &mut Loops) {
     for (_, (_, token, task)) in loops.drain() {
         token.cancel();
-        let _ = task.await;
+        joined(task.await);
+    }
+}
+
+/// A stopped loop's end: a panic is a defect to see in the log, not to drop.
+fn joined(result: Result<(), tokio::task::JoinError>) {
+    if let Err(e) = result {
+        if e.is_panic() {
+            tracing::error!(error = %e, "a webhook delivery loop panicked");
+        }
     }
 }
 

@@ -119,7 +119,7 @@ pub fn verify(
         .parse()
         .map_err(|_| VerifyError::BadTimestamp)?;
     let skew = now.saturating_sub(at);
-    if skew.abs() > TOLERANCE_SECS {
+    if skew.unsigned_abs() > TOLERANCE_SECS.unsigned_abs() {
         return Err(VerifyError::Stale(skew));
     }
     let expected = mac(&key, id, at, body);
@@ -216,6 +216,12 @@ mod tests {
             ),
             Err(VerifyError::BadTimestamp)
         );
+        // The farthest timestamps from a clock before the epoch: stale, never an overflow.
+        let far = i64::MAX.to_string();
+        assert!(matches!(
+            verify(SPEC_SECRET, SPEC_ID, &far, SPEC_SIGNATURE, SPEC_BODY, -5),
+            Err(VerifyError::Stale(_))
+        ));
     }
 
     #[test]

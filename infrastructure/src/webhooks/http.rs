@@ -38,6 +38,9 @@ impl HttpDeliverer {
                 policy: policy.clone(),
             }))
             .redirect(reqwest::redirect::Policy::none())
+            // No proxy from the environment: a proxy resolves and connects to the target
+            // itself, where the policy's resolver never sees the address.
+            .no_proxy()
             .timeout(timeout)
             .connect_timeout(timeout.min(Duration::from_secs(5)))
             .user_agent(concat!(
