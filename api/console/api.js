@@ -36,6 +36,17 @@ export async function request(method, path, body) {
 }
 
 export const get = (path) => request('GET', path);
+
+/** `get`, answering `null` for a 404 (a conversation without a session yet); every other
+ * failure — signed out, the service away — is the caller's. */
+export async function getIfAny(path) {
+  try {
+    return await get(path);
+  } catch (e) {
+    if (e instanceof Problem && e.status === 404) return null;
+    throw e;
+  }
+}
 export const post = (path, body) => request('POST', path, body ?? {});
 
 /** Every item of a list (following `next_cursor`, at most `max`). */

@@ -142,7 +142,16 @@ $('sign-in-form').addEventListener('submit', async (event) => {
 });
 
 $('sign-out').addEventListener('click', async () => {
-  try { await signOut(); } catch { /* the cookie is cleared or already gone */ }
+  try {
+    await signOut();
+  } catch (e) {
+    // A 401: there was no session left to end. Otherwise the cookie may still be valid:
+    // say so rather than claim a sign-out.
+    if (!(e instanceof Problem && e.status === 401)) {
+      showAlert(e instanceof Problem ? e.message : 'The service cannot be reached: not signed out.');
+      return;
+    }
+  }
   showAlert('');
   toSignIn('Signed out.');
 });

@@ -1,7 +1,7 @@
 // The console's pages. Each is an async function of the context that fetches what it
 // shows and returns a node; the app re-renders the current page when the log moves.
 
-import { all, get, post } from './api.js';
+import { all, get, getIfAny, post } from './api.js';
 import { h, section, shortId, state, table, time } from './dom.js';
 
 const RUNNING = ['dispatched', 'streaming', 'tool_executing'];
@@ -151,8 +151,8 @@ export async function approvals(ctx) {
 /** A conversation: its session and controls, agents, turns, tool calls and timeline. */
 export async function conversation(ctx, id) {
   const [conv, session, agents, turns, calls, events] = await Promise.all([
-    get(`/v1/conversations/${id}`).catch(() => null),
-    get(`/v1/sessions/${id}`).catch(() => null),
+    getIfAny(`/v1/conversations/${id}`),
+    getIfAny(`/v1/sessions/${id}`),
     all(`/v1/agents?conversation_id=${id}`),
     all(`/v1/turns?conversation_id=${id}`),
     all(`/v1/tool-calls?conversation_id=${id}`),
