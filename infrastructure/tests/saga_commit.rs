@@ -1,7 +1,8 @@
 //! `DbSagaStore`'s commit on both stores, where it lives: each conversation's version is a
 //! compare-and-set (a stale writer writes nothing), writers of different conversations
 //! commit in parallel, only one of several writers of one conversation commits, a batch
-//! moves the cursor only from where it started, and a fired deadline is spent once.
+//! moves the cursor only from where it started, a fired deadline is spent once, and an
+//! agent's inbox rows follow its runes (a turn enqueued, dispatched, the agent terminated).
 
 mod support;
 
@@ -10,7 +11,10 @@ use pm_application::bus::EventMetadata;
 use pm_application::log::LogPosition;
 use pm_application::sagas::{CommitError, NewRune, SagaStore, SagaWrite};
 use pm_domain::conversation::ConversationStarted;
-use pm_domain::saga::{Deadline, DeadlineKind, DeadlineOp, Input, Instance, SagaConfig, Sagas};
+use pm_domain::saga::{
+    AgentRune, Deadline, DeadlineKind, DeadlineOp, Input, Instance, Recorded, Rune, SagaConfig,
+    Sagas,
+};
 use pm_infrastructure::append::Appender;
 use pm_infrastructure::db::Args;
 use pm_infrastructure::sagas::DbSagaStore;
@@ -283,7 +287,114 @@ async fn a_fired_deadline_is_spent_once(db: TestDb) {
     assert_eq!(store.load(c, None).await.expect("load").version, 2);
 }
 
+/// A rune of `agent`'s stream at `sequence`, with the metadata the engine records.
+fn agent_rune(conversation: Uuid, agent: Uuid, sequence: i64, rune: serde_json::Value) -> NewRune {
+    NewRune {
+        conversation_id: conversation,
+        recorded: Recorded {
+            instance: Instance::Agent(agent),
+            rune: Rune::Agent(serde_json::from_value::<AgentRune>(rune).expect("a rune")),
+        },
+        sequence,
+        metadata: EventMetadata {
+            correlation_id: "test".into(),
+            causation_id: None,
+            role: "saga".into(),
+            recorded_at: Utc::now(),
+            turn: None,
+        },
+    }
+}
+
+/// The turns in `agent`'s stored inbox, in its order.
+async fn inbox(db: &Database, agent: Uuid) -> Vec<String> {
+    db.fetch_all(
+        "SELECT CAST(turn_id AS TEXT) AS turn_id FROM saga_agent_inbox WHERE agent_id = $1::uuid ORDER BY position",
+        Args::new().uuid(agent),
+    )
+    .await
+    .expect("read")
+    .iter()
+    .map(|row| row.string("turn_id").expect("turn"))
+    .collect()
+}
+
+async fn an_agents_inbox_rows_follow_its_runes(db: TestDb) {
+    let (store, db) = store(&db).await;
+    let c = Uuid::new_v4();
+    let first = start(c);
+    let (agent, last) = first
+        .runes
+        .iter()
+        .rev()
+        .find_map(|r| match r.recorded.instance {
+            Instance::Agent(a) => Some((a, r.sequence)),
+            _ => None,
+        })
+        .expect("the start spawns an agent");
+    store.commit(first, None).await.expect("started");
+    let turns: Vec<Uuid> = (0..3).map(|_| Uuid::new_v4()).collect();
+    let enqueued = turns
+        .iter()
+        .zip(1..)
+        .map(|(t, i)| {
+            agent_rune(
+                c,
+                agent,
+                last + i,
+                json!({"rune": "agent.turn_enqueued", "turn_id": t}),
+            )
+        })
+        .collect();
+    let queue = SagaWrite {
+        runes: enqueued,
+        ..write(c, 1)
+    };
+    store.commit(queue, None).await.expect("enqueued");
+    let names = |ts: &[Uuid]| ts.iter().map(Uuid::to_string).collect::<Vec<_>>();
+    assert_eq!(inbox(&db, agent).await, names(&turns));
+
+    // When the head is dispatched, it alone leaves, by its key.
+    let dispatch = SagaWrite {
+        runes: vec![agent_rune(
+            c,
+            agent,
+            last + 4,
+            json!({"rune": "agent.turn_dispatched", "turn_id": turns[0], "turn_epoch": 1}),
+        )],
+        ..write(c, 2)
+    };
+    store.commit(dispatch, None).await.expect("dispatched");
+    assert_eq!(inbox(&db, agent).await, names(&turns[1..]));
+
+    // When the agent is terminated, its inbox is cleared; another agent's is untouched.
+    let other = Uuid::new_v4();
+    let kept = Uuid::new_v4();
+    let end = SagaWrite {
+        runes: vec![
+            agent_rune(
+                c,
+                other,
+                1,
+                json!({"rune": "agent.turn_enqueued", "turn_id": kept}),
+            ),
+            agent_rune(
+                c,
+                agent,
+                last + 5,
+                json!({"rune": "agent.terminated", "agent_id": agent, "reason": "killed", "stats": {
+                    "turn_epoch": 1, "turns": {"completed": 0, "interrupted": 0, "error": 0}}}),
+            ),
+        ],
+        ..write(c, 3)
+    };
+    store.commit(end, None).await.expect("terminated");
+    assert_eq!(inbox(&db, agent).await, Vec::<String>::new());
+    assert_eq!(inbox(&db, other).await, names(&[kept]));
+}
+
 on_both_backends!(
+    an_agents_inbox_rows_follow_its_runes,
     a_stale_version_is_a_conflict_that_writes_nothing,
     different_conversations_commit_in_parallel,
     of_several_writers_of_one_conversation_one_commits,

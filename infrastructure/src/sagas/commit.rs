@@ -517,11 +517,16 @@ async fn tool_calls(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
 /// What the write's agent runes do to the inboxes ([`InboxChange`], the domain's own
 /// definition): a turn enqueued is a row, a turn dispatched is no row, an agent terminated
 /// has none. The changes are netted in order (a turn enqueued and dispatched in one write
-/// leaves nothing), then written as at most two statements: the rows that go deleted, the
-/// rows that come inserted.
+/// leaves nothing), then written as at most three statements: the turns that leave, the
+/// inboxes that are cleared, the rows that come inserted.
+///
+/// A turn leaves by its whole primary key and an inbox is cleared by its agent, each in a
+/// statement of its own: one statement for both (a join on the agent with `turn IS NULL OR
+/// turn = …`) cannot use the key for the turn, and PostgreSQL ran it as a hash join over a
+/// sequential scan of every queued turn of every agent on each batch that dispatched one.
 async fn inbox(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
-    // Rows to delete: (agent, Some(turn)) one turn, (agent, None) the whole inbox.
-    let mut deleted: Vec<(Uuid, Option<Uuid>)> = Vec::new();
+    let mut left: Vec<(Uuid, Uuid)> = Vec::new();
+    let mut cleared: Vec<Uuid> = Vec::new();
     let mut enqueued: Vec<(Uuid, Uuid, Uuid, i64)> = Vec::new();
     for r in &write.runes {
         let (Instance::Agent(agent), Rune::Agent(rune)) = (&r.recorded.instance, &r.recorded.rune)
@@ -535,29 +540,44 @@ async fn inbox(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
             Some(InboxChange::Dequeued(turn)) => {
                 let before = enqueued.len();
                 enqueued.retain(|(a, t, _, _)| !(a == agent && *t == turn));
-                if enqueued.len() == before {
-                    deleted.push((*agent, Some(turn)));
+                if enqueued.len() == before && !cleared.contains(agent) {
+                    left.push((*agent, turn));
                 }
             }
             Some(InboxChange::Cleared) => {
                 enqueued.retain(|(a, _, _, _)| a != agent);
-                deleted.retain(|(a, _)| a != agent);
-                deleted.push((*agent, None));
+                left.retain(|(a, _)| a != agent);
+                if !cleared.contains(agent) {
+                    cleared.push(*agent);
+                }
             }
             None => {}
         }
     }
-    for chunk in deleted.chunks(ROWS_PER_STATEMENT) {
+    for chunk in left.chunks(ROWS_PER_STATEMENT) {
         let args = chunk
             .iter()
             .fold(Args::with_capacity(chunk.len() * 2), |args, (a, t)| {
-                args.uuid(*a).opt_uuid(*t)
+                args.uuid(*a).uuid(*t)
             });
         tx.fetch_rows(&["::uuid", "::uuid"], chunk.len(), args, |source| {
             format!(
                 "WITH v (agent_id, turn_id) AS ({source}) \
                  DELETE FROM saga_agent_inbox AS i WHERE EXISTS (SELECT 1 FROM v \
-                 WHERE v.agent_id = i.agent_id AND (v.turn_id IS NULL OR v.turn_id = i.turn_id))"
+                 WHERE v.agent_id = i.agent_id AND v.turn_id = i.turn_id)"
+            )
+        })
+        .await?;
+    }
+    for chunk in cleared.chunks(ROWS_PER_STATEMENT) {
+        let args = chunk
+            .iter()
+            .fold(Args::with_capacity(chunk.len()), |args, a| args.uuid(*a));
+        tx.fetch_rows(&["::uuid"], chunk.len(), args, |source| {
+            format!(
+                "WITH v (agent_id) AS ({source}) \
+                 DELETE FROM saga_agent_inbox AS i WHERE EXISTS (SELECT 1 FROM v \
+                 WHERE v.agent_id = i.agent_id)"
             )
         })
         .await?;
