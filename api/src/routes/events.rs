@@ -260,9 +260,11 @@ fn stream(
                         Fit::Seen => {}
                         Fit::Gap => continue 'catch_up,
                         Fit::Deliver(from) => {
-                            let fresh = batch.events[from..].iter().zip(&batch.data()[from..]);
-                            for (e, data) in fresh {
-                                if filter.matches(&e.event_type, e.conversation_id) {
+                            for (i, e) in batch.events.iter().enumerate().skip(from) {
+                                if !filter.matches(&e.event_type, e.conversation_id) {
+                                    continue;
+                                }
+                                if let Some(data) = batch.data(i) {
                                     yield Ok(Event::default()
                                         .id(e.position.to_string())
                                         .event(e.event_type.as_str())

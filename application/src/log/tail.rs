@@ -41,8 +41,9 @@ pub struct Batch {
     /// The events, at least one.
     pub events: Vec<LoggedEvent>,
     /// Each event's CloudEvent JSON, rendered once for every stream — when the first
-    /// stream asks ([`Batch::data`]): processors take the events alone.
-    data: OnceLock<Vec<Arc<str>>>,
+    /// stream delivers it ([`Batch::data`]): processors take the events alone, and a stream
+    /// whose filter passes few events renders only those.
+    data: Box<[OnceLock<Arc<str>>]>,
 }
 
 /// Where a batch stands with a subscriber at `cursor`.
@@ -60,17 +61,19 @@ pub enum Fit {
 impl Batch {
     /// A batch of `events` (at least one) after `after`.
     pub fn new(after: LogPosition, events: Vec<LoggedEvent>) -> Self {
+        let data = events.iter().map(|_| OnceLock::new()).collect();
         Self {
             after,
             events,
-            data: OnceLock::new(),
+            data,
         }
     }
 
-    /// Each event's CloudEvent JSON (rendered at the first call, once for every stream).
-    pub fn data(&self) -> &[Arc<str>] {
-        self.data
-            .get_or_init(|| self.events.iter().map(render).collect())
+    /// The CloudEvent JSON of event `i` of the batch (rendered at the first call, once for
+    /// every stream); `None` past the batch's end.
+    pub fn data(&self, i: usize) -> Option<&Arc<str>> {
+        let event = self.events.get(i)?;
+        Some(self.data.get(i)?.get_or_init(|| render(event)))
     }
 
     /// The position of its last event.
@@ -215,6 +218,20 @@ mod tests {
     fn batch(after: i64, positions: &[i64]) -> Batch {
         let events: Vec<_> = positions.iter().copied().map(event).collect();
         Batch::new(LogPosition(after), events)
+    }
+
+    #[test]
+    fn an_events_json_is_rendered_when_first_delivered_and_only_then() {
+        let b = batch(10, &[12, 15, 19]);
+        let rendered = |b: &Batch| b.data.iter().map(|d| d.get().is_some()).collect::<Vec<_>>();
+        assert_eq!(rendered(&b), vec![false, false, false]);
+
+        let first = b.data(1).expect("in the batch").clone();
+        assert_eq!(first, render(&b.events[1]));
+        assert_eq!(rendered(&b), vec![false, true, false]);
+        // A second stream gets the same rendering, not a new one.
+        assert!(Arc::ptr_eq(&first, b.data(1).expect("in the batch")));
+        assert!(b.data(3).is_none());
     }
 
     #[test]
