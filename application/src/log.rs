@@ -5,6 +5,8 @@ use std::fmt;
 use std::future::Future;
 use std::str::FromStr;
 
+use std::sync::Arc;
+
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -79,10 +81,12 @@ pub struct LoggedEvent {
     pub event_type: String,
     /// The fact's version (`1.0`).
     pub event_version: String,
-    /// The fact's payload: exactly the fields TRANSITIONS.md lists.
-    pub payload: Value,
-    /// Correlation id, causation id, role, server time.
-    pub metadata: Value,
+    /// The fact's payload: exactly the fields TRANSITIONS.md lists. Shared: an event is
+    /// read once by the log tail and handed to every processor of the process, each of
+    /// which takes its own copy of the event.
+    pub payload: Arc<Value>,
+    /// Correlation id, causation id, role, server time (shared, as `payload`).
+    pub metadata: Arc<Value>,
     /// The conversation the event belongs to, if any.
     pub conversation_id: Option<Uuid>,
 }

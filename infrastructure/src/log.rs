@@ -50,10 +50,14 @@ fn logged(row: &DbRow) -> Result<LoggedEvent, AppError> {
         sequence: row.int("sequence").map_err(decode)?,
         event_type: row.string("event_type").map_err(decode)?,
         event_version: row.string("event_version").map_err(decode)?,
-        payload: serde_json::from_str(&row.string("payload").map_err(decode)?)
-            .map_err(|e| corrupt("payload", e))?,
-        metadata: serde_json::from_str(&row.string("metadata").map_err(decode)?)
-            .map_err(|e| corrupt("metadata", e))?,
+        payload: std::sync::Arc::new(
+            serde_json::from_str(row.str("payload").map_err(decode)?)
+                .map_err(|e| corrupt("payload", e))?,
+        ),
+        metadata: std::sync::Arc::new(
+            serde_json::from_str(row.str("metadata").map_err(decode)?)
+                .map_err(|e| corrupt("metadata", e))?,
+        ),
         conversation_id: row.opt_uuid("conversation_id").map_err(decode)?,
     })
 }

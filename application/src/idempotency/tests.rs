@@ -181,8 +181,9 @@ impl FakeLog {
             event_type: "project_manager.actor.registered".into(),
             event_version: "1.0".into(),
             payload: json!({"id": uuid::Uuid::now_v7(), "kind": "human",
-                "display_name": "Dora", "created_at": "2025-01-01T00:00:00Z"}),
-            metadata: json!({}),
+                "display_name": "Dora", "created_at": "2025-01-01T00:00:00Z"})
+            .into(),
+            metadata: json!({}).into(),
             conversation_id: None,
         });
         position

@@ -56,8 +56,8 @@ pub(crate) fn event(position: i64, event_type: &str) -> LoggedEvent {
         sequence: 1,
         event_type: event_type.into(),
         event_version: "1.0".into(),
-        payload: serde_json::json!({"n": position}),
-        metadata: serde_json::json!({}),
+        payload: serde_json::json!({"n": position}).into(),
+        metadata: serde_json::json!({}).into(),
         conversation_id: None,
     }
 }

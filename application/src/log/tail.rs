@@ -209,8 +209,8 @@ mod tests {
             sequence: 1,
             event_type: "project_manager.message.added".into(),
             event_version: "1.0".into(),
-            payload: serde_json::json!({}),
-            metadata: serde_json::json!({}),
+            payload: serde_json::json!({}).into(),
+            metadata: serde_json::json!({}).into(),
             conversation_id: None,
         }
     }

@@ -68,7 +68,7 @@ impl From<&LoggedEvent> for CloudEvent {
             subject: e.aggregate_id.clone(),
             time: meta("recorded_at"),
             datacontenttype: "application/json".into(),
-            data: e.payload.clone(),
+            data: Value::clone(&e.payload),
             position: e.position.to_string(),
             sequence: e.sequence.to_string(),
             eventversion: e.event_version.clone(),

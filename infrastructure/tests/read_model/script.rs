@@ -107,8 +107,9 @@ impl Log {
             sequence: kind.2,
             event_type: name.into(),
             event_version: "1.0".into(),
-            payload,
-            metadata: json!({"correlation_id": "test", "role": "test", "recorded_at": time(at)}),
+            payload: payload.into(),
+            metadata: json!({"correlation_id": "test", "role": "test", "recorded_at": time(at)})
+                .into(),
             conversation_id,
         });
     }

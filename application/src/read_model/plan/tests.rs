@@ -19,8 +19,8 @@ fn event(seq: i64, event_type: &str, sequence: i64, payload: serde_json::Value) 
         sequence,
         event_type: event_type.into(),
         event_version: "1.0".into(),
-        payload,
-        metadata: json!({"recorded_at": format!("2026-11-22T00:00:{seq:02}.000000Z")}),
+        payload: payload.into(),
+        metadata: json!({"recorded_at": format!("2026-11-22T00:00:{seq:02}.000000Z")}).into(),
         conversation_id: None,
     }
 }

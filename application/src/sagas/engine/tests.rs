@@ -285,8 +285,8 @@ impl Log {
             sequence: 1,
             event_type: event_type.into(),
             event_version: "1.0".into(),
-            payload,
-            metadata: json!({ "recorded_at": at() }),
+            payload: payload.into(),
+            metadata: json!({ "recorded_at": at() }).into(),
             conversation_id: conversation,
         }
     }
