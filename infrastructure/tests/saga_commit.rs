@@ -57,18 +57,7 @@ fn started(conversation: Uuid) -> Vec<NewRune> {
         .map(|recorded| {
             let sequence = streams.entry(recorded.instance).or_insert(0);
             *sequence += 1;
-            NewRune {
-                conversation_id: conversation,
-                recorded,
-                sequence: *sequence,
-                metadata: EventMetadata {
-                    correlation_id: "test".into(),
-                    causation_id: None,
-                    role: "saga".into(),
-                    recorded_at: Utc::now(),
-                    turn: None,
-                },
-            }
+            new_rune(conversation, recorded, *sequence)
         })
         .collect()
 }
@@ -287,14 +276,11 @@ async fn a_fired_deadline_is_spent_once(db: TestDb) {
     assert_eq!(store.load(c, None).await.expect("load").version, 2);
 }
 
-/// A rune of `agent`'s stream at `sequence`, with the metadata the engine records.
-fn agent_rune(conversation: Uuid, agent: Uuid, sequence: i64, rune: serde_json::Value) -> NewRune {
+/// `recorded` as rune `sequence` of its stream, with the metadata the engine records.
+fn new_rune(conversation: Uuid, recorded: Recorded, sequence: i64) -> NewRune {
     NewRune {
         conversation_id: conversation,
-        recorded: Recorded {
-            instance: Instance::Agent(agent),
-            rune: Rune::Agent(serde_json::from_value::<AgentRune>(rune).expect("a rune")),
-        },
+        recorded,
         sequence,
         metadata: EventMetadata {
             correlation_id: "test".into(),
@@ -304,6 +290,15 @@ fn agent_rune(conversation: Uuid, agent: Uuid, sequence: i64, rune: serde_json::
             turn: None,
         },
     }
+}
+
+/// A rune of `agent`'s stream at `sequence`.
+fn agent_rune(conversation: Uuid, agent: Uuid, sequence: i64, rune: serde_json::Value) -> NewRune {
+    let recorded = Recorded {
+        instance: Instance::Agent(agent),
+        rune: Rune::Agent(serde_json::from_value::<AgentRune>(rune).expect("a rune")),
+    };
+    new_rune(conversation, recorded, sequence)
 }
 
 /// The turns in `agent`'s stored inbox, in its order.
