@@ -69,9 +69,18 @@ async fn main() -> Result<()> {
         .build()?;
     let mut done = 0;
     while done < max_turns {
-        // `--idle-secs` without a turn ends the worker.
-        let Ok(next) = tokio::time::timeout(idle, worker.next()).await else {
-            break;
+        // `--idle-secs` without a turn ends the worker: by closing it, not by dropping
+        // `next()` — a claim the service granted meanwhile would be lost with the future
+        // (its turn waiting for its lease); closed, `next()` keeps it for the shutdown to
+        // release and answers `None`.
+        let next = worker.next();
+        tokio::pin!(next);
+        let next = tokio::select! {
+            next = &mut next => next,
+            () = tokio::time::sleep(idle) => {
+                worker.close();
+                next.await
+            }
         };
         let Some(turn) = next? else {
             break;

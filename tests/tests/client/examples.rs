@@ -372,7 +372,8 @@ async fn the_llm_fleet_releases_its_turns_on_ctrl_c(db: TestDb) {
 
 /// The MCP variant works the assistant's conversation turns through `/mcp`, each on a
 /// connection scoped to its claim: every turn completes with the message the "model" added
-/// as its deliverable, and those messages carry the claim's fence.
+/// as its deliverable, and those messages carry the claim's fence; with no turn left it
+/// ends after `--idle-secs`.
 async fn the_mcp_worker_works_turns_through_mcp(db: TestDb) {
     let svc = start(&db).await;
     let thread = format!("mcp-{}", db.kind);
@@ -388,7 +389,8 @@ async fn the_mcp_worker_works_turns_through_mcp(db: TestDb) {
         &svc,
         "mcp_worker",
         LLM,
-        &["--max-turns", "2", "--idle-secs", "10"],
+        // One turn more than there are: the worker ends by its idle close.
+        &["--max-turns", "3", "--idle-secs", "2"],
     )
     .await;
     assert!(out.contains("2 turn(s) worked through MCP"), "{out}");
