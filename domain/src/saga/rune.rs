@@ -175,6 +175,32 @@ impl Recorded {
         value
     }
 
+    /// [`Recorded::payload`] as the text the log stores, serialized straight from the rune
+    /// instead of through a [`serde_json::Value`] (the saga processor writes every rune
+    /// it records this way). The fields come in the rune's declaration order, not sorted;
+    /// the JSON is the same.
+    pub fn payload_text(&self) -> String {
+        let tagged = match &self.rune {
+            Rune::Session(r) => serde_json::to_string(r),
+            Rune::Agent(r) => serde_json::to_string(r),
+            Rune::Turn(r) => serde_json::to_string(r),
+            Rune::Plan(r) => serde_json::to_string(r),
+            Rune::Tool(r) => serde_json::to_string(r),
+        };
+        // An internally tagged enum writes its tag first: `{"rune":"<name>"` then `,` and
+        // the fields, or `}`. Anything else (never seen) goes the long way.
+        let head = format!("{{\"rune\":\"{}\"", self.event_type());
+        match tagged
+            .as_deref()
+            .ok()
+            .and_then(|t| t.strip_prefix(head.as_str()))
+        {
+            Some(rest) if rest.starts_with(',') => format!("{{{}", &rest[1..]),
+            Some("}") => "{}".to_string(),
+            _ => self.payload().to_string(),
+        }
+    }
+
     /// Reads a stored rune back from its row: aggregate type and id, event type, and the
     /// payload's JSON text.
     ///

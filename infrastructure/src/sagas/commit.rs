@@ -98,7 +98,7 @@ fn rune(r: &NewRune) -> NewEvent {
         sequence: r.sequence,
         event_type: r.recorded.event_type().to_string(),
         event_version: EVENT_VERSION.to_string(),
-        payload: r.recorded.payload().to_string(),
+        payload: r.recorded.payload_text(),
         metadata: json(&r.metadata),
         conversation_id: Some(r.conversation_id),
     }

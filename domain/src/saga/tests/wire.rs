@@ -265,6 +265,34 @@ fn given_a_conversation_when_its_sagas_are_snapshotted_then_they_read_back_equal
 }
 
 #[test]
+fn given_every_rune_of_a_conversation_when_written_as_text_then_it_is_its_payload_and_reads_back() {
+    let w = super::e2e::script();
+    let mut names = BTreeSet::new();
+    for recorded in &w.log {
+        let text = recorded.payload_text();
+        let parsed: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+        assert_eq!(
+            parsed,
+            recorded.payload(),
+            "{}: {text}",
+            recorded.event_type()
+        );
+        let id = recorded.instance.id();
+        let back = Recorded::from_stored(
+            recorded.instance.aggregate_type(),
+            id,
+            recorded.event_type(),
+            &text,
+        )
+        .expect("reads back");
+        assert_eq!(&back, recorded);
+        names.insert(recorded.event_type());
+    }
+    // The script records runes of every kind of machine, fields or none.
+    assert!(names.len() >= 20, "{names:?}");
+}
+
+#[test]
 fn given_a_recorded_rune_when_stored_and_read_back_then_its_payload_has_no_tag_and_it_round_trips()
 {
     use crate::saga::rune::session::{Reason, SessionRune};
