@@ -45,8 +45,26 @@ pub enum FactError {
     },
 }
 
-fn parse<T: DeserializeOwned>(event_type: &str, payload: &Value) -> Result<T, FactError> {
-    T::deserialize(payload).map_err(|err| FactError::Malformed {
+/// Where a fact's fields are read from: the stored text (straight into the fact's type)
+/// or a value already parsed.
+trait Source {
+    fn read<T: DeserializeOwned>(self) -> Result<T, serde_json::Error>;
+}
+
+impl Source for &Value {
+    fn read<T: DeserializeOwned>(self) -> Result<T, serde_json::Error> {
+        T::deserialize(self)
+    }
+}
+
+impl Source for &str {
+    fn read<T: DeserializeOwned>(self) -> Result<T, serde_json::Error> {
+        serde_json::from_str(self)
+    }
+}
+
+fn parse<T: DeserializeOwned>(event_type: &str, payload: impl Source) -> Result<T, FactError> {
+    payload.read().map_err(|err| FactError::Malformed {
         event_type: event_type.to_string(),
         reason: err.to_string(),
     })
@@ -59,7 +77,7 @@ impl Fact {
     /// [`FactError::Unknown`] for other event types, [`FactError::Malformed`] for a
     /// payload that does not match its type.
     pub fn from_logged(e: &LoggedEvent) -> Result<Self, FactError> {
-        Self::parse(&e.event_type, &e.payload)
+        Self::read(&e.event_type, e.payload.text())
     }
 
     /// Reads a fact from its name and payload.
@@ -67,7 +85,10 @@ impl Fact {
     /// # Errors
     /// As [`Fact::from_logged`].
     pub fn parse(event_type: &str, payload: &Value) -> Result<Self, FactError> {
-        let p = payload;
+        Self::read(event_type, payload)
+    }
+
+    fn read(event_type: &str, p: impl Source + Copy) -> Result<Self, FactError> {
         Ok(match event_type {
             ActorRegistered::NAME => Self::ActorRegistered(parse(event_type, p)?),
             ConversationStarted::NAME => Self::ConversationStarted(parse(event_type, p)?),

@@ -5,16 +5,16 @@ use std::fmt;
 use std::future::Future;
 use std::str::FromStr;
 
-use std::sync::Arc;
-
-use serde_json::Value;
 use uuid::Uuid;
 
 use crate::AppError;
 
+mod json;
 #[cfg(test)]
 pub(crate) mod memory;
 pub mod tail;
+
+pub use json::Json;
 
 /// An event's place in the global log: a number that grows in commit order (appends take
 /// one lock until they commit, so the number each row is given is also the order in which
@@ -83,10 +83,10 @@ pub struct LoggedEvent {
     pub event_version: String,
     /// The fact's payload: exactly the fields TRANSITIONS.md lists. Shared: an event is
     /// read once by the log tail and handed to every processor of the process, each of
-    /// which takes its own copy of the event.
-    pub payload: Arc<Value>,
-    /// Correlation id, causation id, role, server time (shared, as `payload`).
-    pub metadata: Arc<Value>,
+    /// which takes its own copy of the event; parsed when first read ([`Json`]).
+    pub payload: Json,
+    /// Correlation id, causation id, role, server time (as `payload`).
+    pub metadata: Json,
     /// The conversation the event belongs to, if any.
     pub conversation_id: Option<Uuid>,
 }

@@ -4,7 +4,7 @@
 //! no later row can ever appear behind a position already returned, and no transaction
 //! that does not append can hold readers back.
 
-use pm_application::log::{EventFilter, LogPosition, LogReader, LoggedEvent};
+use pm_application::log::{EventFilter, Json, LogPosition, LogReader, LoggedEvent};
 use pm_application::AppError;
 use tokio::sync::watch;
 
@@ -50,14 +50,10 @@ fn logged(row: &DbRow) -> Result<LoggedEvent, AppError> {
         sequence: row.int("sequence").map_err(decode)?,
         event_type: row.string("event_type").map_err(decode)?,
         event_version: row.string("event_version").map_err(decode)?,
-        payload: std::sync::Arc::new(
-            serde_json::from_str(row.str("payload").map_err(decode)?)
-                .map_err(|e| corrupt("payload", e))?,
-        ),
-        metadata: std::sync::Arc::new(
-            serde_json::from_str(row.str("metadata").map_err(decode)?)
-                .map_err(|e| corrupt("metadata", e))?,
-        ),
+        payload: Json::from_text(row.string("payload").map_err(decode)?)
+            .map_err(|e| corrupt("payload", e))?,
+        metadata: Json::from_text(row.string("metadata").map_err(decode)?)
+            .map_err(|e| corrupt("metadata", e))?,
         conversation_id: row.opt_uuid("conversation_id").map_err(decode)?,
     })
 }
