@@ -199,7 +199,8 @@ pub struct Config {
 
     /// Runes a conversation gains before its saga machines are snapshotted again (and at
     /// least a quarter of those the last snapshot holds): a conversation is loaded from its
-    /// snapshot and the runes after it. `0` takes none (loads fold every rune).
+    /// snapshot and the runes after it. `0` takes no new ones (those already stored are
+    /// still loaded).
     #[arg(long, env = "PM_SAGA_SNAPSHOT_RUNES", default_value_t = 1_000)]
     pub saga_snapshot_runes: u64,
 

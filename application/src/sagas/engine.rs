@@ -628,7 +628,8 @@ impl<S: SagaStore> SagaEngine<S> {
             .load(conversation, Some(snapshot::FORMAT))
             .await?;
         let from_snapshot = stored.snapshot.is_some();
-        match Machines::restore(stored) {
+        let heavy = stored.runes.len() >= HEAVY_RUNES || from_snapshot;
+        match cpu_bound(heavy, || Machines::restore(stored)) {
             Ok(machines) => {
                 if from_snapshot {
                     metrics::counter!("pm_saga_snapshots_loaded_total").increment(1);
@@ -639,24 +640,26 @@ impl<S: SagaStore> SagaEngine<S> {
                 tracing::warn!(%conversation, error = %e, "a saga snapshot does not read; folding the runes");
                 metrics::counter!("pm_saga_snapshots_unreadable_total").increment(1);
                 let stored = self.store.load(conversation, None).await?;
-                Machines::restore(stored).map_err(AppError::Internal)
+                let heavy = stored.runes.len() >= HEAVY_RUNES;
+                cpu_bound(heavy, || Machines::restore(stored)).map_err(AppError::Internal)
             }
         }
     }
 
     /// Writes, beside the saga path, a snapshot of `machines` if one is due; `conversation`
-    /// was just committed, so they hold every rune of it up to their position.
-    fn snapshot(&self, conversation: Uuid, machines: &mut Machines) {
-        let Some(position) = machines.position else {
-            return;
-        };
+    /// was just committed with runes up to `position`, so they hold every rune of it up to
+    /// there.
+    fn snapshot(&self, conversation: Uuid, machines: &mut Machines, position: LogPosition) {
         if !self.snapshots.due(machines.runes, machines.covered) {
             return;
         }
         let Ok(permit) = self.snapshot_writes.clone().try_acquire_owned() else {
             return;
         };
-        let state = match snapshot::encode(&machines.sagas, &machines.streams, machines.runes) {
+        let encoded = cpu_bound(true, || {
+            snapshot::encode(&machines.sagas, &machines.streams, machines.runes)
+        });
+        let state = match encoded {
             Ok(state) => state,
             Err(e) => {
                 tracing::error!(%conversation, error = %e, "a saga snapshot does not encode");
@@ -715,12 +718,13 @@ impl<S: SagaStore> SagaEngine<S> {
             Ok(committed) => {
                 for (conversation, mut machines) in taken.drain(..) {
                     machines.version += 1;
-                    if written.contains(&conversation) {
-                        // Runes were appended, so the store names their last position; a
-                        // store that did not leaves the machines without one (no snapshot
-                        // is taken as of a position that predates runes they hold).
-                        machines.position = committed.last_position;
-                        self.snapshot(conversation, &mut machines);
+                    // Runes were appended, so the store names their last position; a
+                    // store that did not gets no snapshot (none is taken as of a position
+                    // that predates runes the machines hold).
+                    if let (true, Some(position)) =
+                        (written.contains(&conversation), committed.last_position)
+                    {
+                        self.snapshot(conversation, &mut machines, position);
                     }
                     if let Some(slot) = held.get_mut(&conversation) {
                         **slot = Some(machines);
@@ -736,6 +740,23 @@ impl<S: SagaStore> SagaEngine<S> {
                 Err(e)
             }
         }
+    }
+}
+
+/// Runes from which a conversation's fold counts as heavy work ([`cpu_bound`]).
+const HEAVY_RUNES: usize = 1_000;
+
+/// Runs `f` — decoding, folding or encoding a long conversation's machines, milliseconds
+/// of CPU — so that the worker's other tasks move to another thread meanwhile
+/// (`block_in_place`) when `heavy` and the runtime has other threads; inline otherwise
+/// (a current-thread runtime, as in tests, has no other thread to move them to).
+fn cpu_bound<T>(heavy: bool, f: impl FnOnce() -> T) -> T {
+    let threads = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if heavy && threads {
+        tokio::task::block_in_place(f)
+    } else {
+        f()
     }
 }
 

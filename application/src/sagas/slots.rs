@@ -8,7 +8,6 @@ use pm_domain::saga::{Instance, Sagas};
 use uuid::Uuid;
 
 use super::{snapshot, StoredConversation};
-use crate::log::LogPosition;
 
 /// One conversation's machines, the version of the conversation they reflect, and the
 /// last sequence of each instance's stream.
@@ -16,9 +15,6 @@ pub(super) struct Machines {
     pub(super) sagas: Sagas,
     pub(super) streams: HashMap<Instance, i64>,
     pub(super) version: i64,
-    /// The position of the last rune folded, if it is known: what a snapshot of these
-    /// machines is taken as of.
-    pub(super) position: Option<LogPosition>,
     /// How many runes the machines are folded from.
     pub(super) runes: u64,
     /// How many of them the conversation's last snapshot holds.
@@ -32,7 +28,6 @@ impl Machines {
             sagas: Sagas::default(),
             streams: HashMap::new(),
             version: 0,
-            position: None,
             runes: 0,
             covered: 0,
         }
@@ -44,25 +39,23 @@ impl Machines {
     /// # Errors
     /// The decoder's message when the snapshot does not read.
     pub(super) fn restore(stored: StoredConversation) -> Result<Self, String> {
-        let (mut sagas, mut streams, covered, mut position) = match &stored.snapshot {
+        let (mut sagas, mut streams, covered) = match &stored.snapshot {
             Some(s) => {
                 let d = snapshot::decode(&s.state)?;
-                (d.sagas, d.streams, d.runes, Some(s.position))
+                (d.sagas, d.streams, d.runes)
             }
-            None => (Sagas::default(), HashMap::new(), 0, None),
+            None => (Sagas::default(), HashMap::new(), 0),
         };
         let mut last = None;
         for r in &stored.runes {
             streams.insert(r.recorded.instance, r.sequence);
             last = last.max(r.cause);
-            position = position.max(Some(r.position));
         }
         sagas.apply_all(last, stored.runes.iter().map(|r| &r.recorded));
         Ok(Self {
             sagas,
             streams,
             version: stored.version,
-            position,
             // `covered` comes from the database: never an overflow on a corrupt count.
             runes: covered.saturating_add(stored.runes.len() as u64),
             covered,
