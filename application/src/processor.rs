@@ -202,19 +202,23 @@ impl<H: BatchHandler, S: ProcessorStore, L: LogReader> ProcessorRunner<H, S, L> 
                         claimed_at = tokio::time::Instant::now();
                         if !held {
                             cursor = None;
-                            feed = None;
                         }
                     }
                     Err(e) => {
                         self.fail(&name, &e.to_string(), &mut backoff, &shutdown)
                             .await;
                         leader = false;
+                        // Not the owner as far as it knows: off the tail too.
+                        feed = None;
                         continue;
                     }
                 }
                 self.status.send_modify(|s| s.leader = leader);
             }
             if !leader {
+                // Subscribed to the tail only while owning: a replica that does not would
+                // hold the tail's batches unread.
+                feed = None;
                 tokio::select! {
                     _ = shutdown.cancelled() => {}
                     _ = tokio::time::sleep(self.options.ownership_check) => {}
