@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pm_application::webhooks::policy::HostPolicy;
-use pm_application::webhooks::{Deliverer, Delivery};
+use pm_application::webhooks::{Deliverer, Delivery, DeliveryError};
 use pm_infrastructure::webhooks::http::HttpDeliverer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -55,16 +55,21 @@ fn delivery(url: String) -> Delivery {
     }
 }
 
-#[tokio::test]
-async fn given_an_allowed_receiver_when_delivered_then_the_headers_and_status_come_through() {
-    let (port, _, requests) = receiver(204).await;
+/// Delivers to `/hook` on the loopback receiver at `port`, with loopback allowed.
+async fn deliver_to_loopback(port: u16) -> Result<(), DeliveryError> {
     let deliverer = HttpDeliverer::new(
         HostPolicy::parse("127.0.0.1").expect("policy"),
         Duration::from_secs(5),
     )
     .expect("client");
     let url = format!("http://127.0.0.1:{port}/hook");
-    assert_eq!(deliverer.deliver(&delivery(url)).await, Ok(()));
+    deliverer.deliver(&delivery(url)).await
+}
+
+#[tokio::test]
+async fn given_an_allowed_receiver_when_delivered_then_the_headers_and_status_come_through() {
+    let (port, _, requests) = receiver(204).await;
+    assert_eq!(deliver_to_loopback(port).await, Ok(()));
     let request = requests.lock().await[0].to_ascii_lowercase();
     for line in [
         "post /hook http/1.1",
@@ -81,15 +86,7 @@ async fn given_an_allowed_receiver_when_delivered_then_the_headers_and_status_co
 #[tokio::test]
 async fn given_a_failing_receiver_when_delivered_then_its_status_and_answer_are_the_error() {
     let (port, _, _) = receiver(503).await;
-    let deliverer = HttpDeliverer::new(
-        HostPolicy::parse("127.0.0.1").expect("policy"),
-        Duration::from_secs(5),
-    )
-    .expect("client");
-    let error = deliverer
-        .deliver(&delivery(format!("http://127.0.0.1:{port}/hook")))
-        .await
-        .expect_err("a 503 fails");
+    let error = deliver_to_loopback(port).await.expect_err("a 503 fails");
     assert_eq!(error.status, Some(503));
     assert!(
         error.message.contains("503") && error.message.contains("nope"),
@@ -127,12 +124,22 @@ async fn given_the_default_policy_when_a_loopback_receiver_is_named_then_no_conn
     );
 }
 
+/// Set in the child process of [`given_a_proxy_in_the_environment_when_delivered_then_it_is_not_used`].
+const PROXY_CHILD: &str = "PM_TEST_WEBHOOK_PROXY_CHILD";
+
 #[tokio::test]
 async fn given_a_proxy_in_the_environment_when_delivered_then_it_is_not_used() {
     // A proxy would resolve and connect to the receiver itself, out of the policy's
     // reach (no SSRF guard sees its connection): the deliverer must ignore the
-    // environment's proxies. Set for the whole test binary: every test here connects
-    // directly, so none depends on it being unset.
+    // environment's proxies. The delivery runs in a child process of this test binary
+    // started with the proxy in its environment (and no `NO_PROXY`), so no other test's
+    // thread reads an environment being changed under it.
+    if std::env::var_os(PROXY_CHILD).is_some() {
+        let (port, connections, _) = receiver(204).await;
+        assert_eq!(deliver_to_loopback(port).await, Ok(()));
+        assert_eq!(connections.load(Ordering::SeqCst), 1);
+        return;
+    }
     let proxy = TcpListener::bind("127.0.0.1:0").await.expect("a port");
     let proxy_url = format!("http://{}", proxy.local_addr().expect("addr"));
     let proxied = Arc::new(AtomicUsize::new(0));
@@ -142,6 +149,17 @@ async fn given_a_proxy_in_the_environment_when_delivered_then_it_is_not_used() {
             count.fetch_add(1, Ordering::SeqCst);
         }
     });
+    let mut child = std::process::Command::new(std::env::current_exe().expect("this test"));
+    child
+        .args([
+            "--exact",
+            "given_a_proxy_in_the_environment_when_delivered_then_it_is_not_used",
+            "--test-threads",
+            "1",
+        ])
+        .env(PROXY_CHILD, "1")
+        .env_remove("NO_PROXY")
+        .env_remove("no_proxy");
     for name in [
         "HTTP_PROXY",
         "http_proxy",
@@ -149,16 +167,17 @@ async fn given_a_proxy_in_the_environment_when_delivered_then_it_is_not_used() {
         "https_proxy",
         "ALL_PROXY",
     ] {
-        std::env::set_var(name, &proxy_url);
+        child.env(name, &proxy_url);
     }
-    let (port, connections, _) = receiver(204).await;
-    let deliverer = HttpDeliverer::new(
-        HostPolicy::parse("127.0.0.1").expect("policy"),
-        Duration::from_secs(5),
-    )
-    .expect("client");
-    let url = format!("http://127.0.0.1:{port}/hook");
-    assert_eq!(deliverer.deliver(&delivery(url)).await, Ok(()));
-    assert_eq!(connections.load(Ordering::SeqCst), 1);
+    let out = tokio::task::spawn_blocking(move || child.output())
+        .await
+        .expect("joined")
+        .expect("the child runs");
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{report}");
+    assert!(
+        report.contains("1 passed"),
+        "the child ran the delivery: {report}"
+    );
     assert_eq!(proxied.load(Ordering::SeqCst), 0, "the proxy was not used");
 }
