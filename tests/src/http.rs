@@ -130,6 +130,15 @@ impl Api {
             .unwrap_or_else(|e| panic!("GET {path} failed: {e}"))
     }
 
+    /// The value of an unlabelled counter on `/metrics`; every counter is there from the
+    /// start, so one that is not is a failure, never a zero.
+    pub async fn counter(&self, name: &str) -> f64 {
+        let text = self.must_get("/metrics").await.text;
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{name} is not on /metrics"))
+    }
+
     /// `POST path` expecting `201 Created`; returns the answer.
     pub async fn create(&self, path: &str, body: &Value) -> Response {
         let r = self

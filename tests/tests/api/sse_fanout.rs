@@ -5,20 +5,12 @@
 
 use std::time::Duration;
 
-use pm_tests::http::{Api, SseStream};
+use pm_tests::http::SseStream;
 use pm_tests::process::ServiceProcess;
 use pm_tests::{on_both_backends, TestDb};
 
 const STREAMS: usize = 20;
 const MESSAGES: usize = 30;
-
-/// The value of an unlabelled counter on `/metrics`.
-async fn counter(api: &Api, name: &str) -> f64 {
-    let text = api.must_get("/metrics").await.text;
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
-        .unwrap_or_else(|| panic!("{name} is not on /metrics"))
-}
 
 async fn many_streams_share_one_log_tail(db: TestDb) {
     pm_tests::process::use_binary(env!("CARGO_BIN_EXE_pm-test-server"));
@@ -40,7 +32,7 @@ async fn many_streams_share_one_log_tail(db: TestDb) {
             .expect("the first message");
         assert_eq!(e.data["data"]["id"], first.as_str());
     }
-    let reads = counter(&api, "pm_sse_catch_up_reads_total").await;
+    let reads = api.counter("pm_sse_catch_up_reads_total").await;
     let mut sent = Vec::new();
     for i in 0..MESSAGES {
         sent.push(
@@ -70,11 +62,11 @@ async fn many_streams_share_one_log_tail(db: TestDb) {
         );
     }
     assert_eq!(
-        counter(&api, "pm_sse_catch_up_reads_total").await,
+        api.counter("pm_sse_catch_up_reads_total").await,
         reads,
         "streams at the tail do not read the store"
     );
-    assert!(counter(&api, "pm_log_tail_events_total").await >= MESSAGES as f64);
+    assert!(api.counter("pm_log_tail_events_total").await >= MESSAGES as f64);
 }
 
 on_both_backends!(many_streams_share_one_log_tail);

@@ -34,16 +34,6 @@ fn states(turns: &[Value]) -> (usize, usize) {
     (count("dispatched"), count("queued"))
 }
 
-/// A counter of the service's `/metrics` (0 before it is first counted).
-async fn counter(api: &Api, name: &str) -> f64 {
-    let r = api.get("/metrics").await.expect("metrics");
-    r.text
-        .lines()
-        .find(|l| l.split_whitespace().next() == Some(name))
-        .and_then(|l| l.split_whitespace().last()?.parse().ok())
-        .unwrap_or(0.0)
-}
-
 async fn a_long_conversation_is_decided_on_from_its_snapshot_after_a_kill(db: TestDb) {
     let env = [
         ("DATABASE_URL", db.url.as_str()),
@@ -61,7 +51,7 @@ async fn a_long_conversation_is_decided_on_from_its_snapshot_after_a_kill(db: Te
     let written = poll(Duration::from_secs(20), || {
         let api = api.clone();
         async move {
-            let n = counter(&api, "pm_saga_snapshots_written_total").await;
+            let n = api.counter("pm_saga_snapshots_written_total").await;
             (n >= 1.0).then_some(n)
         }
     })
@@ -88,11 +78,8 @@ async fn a_long_conversation_is_decided_on_from_its_snapshot_after_a_kill(db: Te
         .must_get(&format!("/v1/anomalies?conversation_id={conv}"))
         .await;
     assert_eq!(anomalies.json["items"], json!([]), "no anomaly");
-    assert_eq!(counter(&api, "pm_saga_snapshots_loaded_total").await, 1.0);
-    assert_eq!(
-        counter(&api, "pm_saga_snapshots_unreadable_total").await,
-        0.0
-    );
+    assert_eq!(api.counter("pm_saga_snapshots_loaded_total").await, 1.0);
+    assert_eq!(api.counter("pm_saga_snapshots_unreadable_total").await, 0.0);
 }
 
 per_backend!(
