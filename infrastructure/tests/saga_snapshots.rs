@@ -72,15 +72,26 @@ fn sequences(loaded: &StoredConversation) -> Vec<i64> {
     loaded.runes.iter().map(|r| r.sequence).collect()
 }
 
+/// Saves `snapshot(position, format, state)` for `conversation`.
+async fn save(
+    store: &DbSagaStore,
+    conversation: Uuid,
+    position: LogPosition,
+    format: i32,
+    state: &[u8],
+) {
+    store
+        .save_snapshot(conversation, snapshot(position, format, state))
+        .await
+        .expect("saved");
+}
+
 async fn a_load_reads_the_snapshot_of_its_format_and_the_runes_after_it(db: TestDb) {
     let store = store(&db).await;
     let (c, other) = (Uuid::new_v4(), Uuid::new_v4());
     let first = commit(&store, c, 0, 0, 3).await;
     commit(&store, other, 0, 0, 2).await;
-    store
-        .save_snapshot(c, snapshot(first, 1, b"three runes"))
-        .await
-        .expect("saved");
+    save(&store, c, first, 1, b"three runes").await;
 
     // Given a snapshot at the last rune: it and no runes.
     let loaded = store.load(c, Some(1)).await.expect("load");
@@ -118,23 +129,14 @@ async fn an_older_snapshot_never_replaces_a_newer_one_of_its_format(db: TestDb) 
     let c = Uuid::new_v4();
     let first = commit(&store, c, 0, 0, 2).await;
     let second = commit(&store, c, 1, 2, 2).await;
-    store
-        .save_snapshot(c, snapshot(second, 1, b"newer"))
-        .await
-        .expect("saved");
+    save(&store, c, second, 1, b"newer").await;
     // A write that finished late, of an earlier commit.
-    store
-        .save_snapshot(c, snapshot(first, 1, b"older"))
-        .await
-        .expect("saved");
+    save(&store, c, first, 1, b"older").await;
     let loaded = store.load(c, Some(1)).await.expect("load");
     assert_eq!(loaded.snapshot, Some(snapshot(second, 1, b"newer")));
 
     // A release with a new format replaces it, even at an earlier position.
-    store
-        .save_snapshot(c, snapshot(first, 2, b"format two"))
-        .await
-        .expect("saved");
+    save(&store, c, first, 2, b"format two").await;
     let loaded = store.load(c, Some(2)).await.expect("load");
     assert_eq!(loaded.snapshot, Some(snapshot(first, 2, b"format two")));
     assert_eq!(sequences(&loaded), vec![3, 4]);
