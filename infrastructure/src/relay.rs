@@ -140,20 +140,11 @@ impl BatchHandler for NatsRelay {
         event: &LoggedEvent,
         reason: &str,
     ) -> Result<LogPosition, BatchError> {
-        let sql = |e: sqlx::Error| BatchError::Transient(e.to_string());
-        let mut tx = self.db.begin().await.map_err(sql)?;
-        match cursor::lock(&mut tx, NATS_RELAY, from).await {
-            Ok(_) => {}
-            Err(CursorError::Moved) => return Err(BatchError::CursorMoved),
-            Err(CursorError::Sql(e)) => return Err(sql(e)),
-        }
-        cursor::park(&mut tx, NATS_RELAY, event, reason)
+        cursor::park_and_advance(&self.db, NATS_RELAY, from, event, reason)
             .await
-            .map_err(sql)?;
-        cursor::advance(&mut tx, NATS_RELAY, event.position)
-            .await
-            .map_err(sql)?;
-        tx.commit().await.map_err(sql)?;
-        Ok(event.position)
+            .map_err(|e| match e {
+                CursorError::Moved => BatchError::CursorMoved,
+                CursorError::Sql(e) => BatchError::Transient(e.to_string()),
+            })
     }
 }

@@ -114,18 +114,12 @@ impl SagaStore for DbSagaStore {
         event: &LoggedEvent,
         reason: &str,
     ) -> Result<LogPosition, CommitError> {
-        let run = async {
-            let mut tx = self.db.begin().await?;
-            cursor::lock(&mut tx, SAGAS, from).await?;
-            cursor::park(&mut tx, SAGAS, event, reason).await?;
-            cursor::advance(&mut tx, SAGAS, event.position).await?;
-            tx.commit().await?;
-            Ok::<_, cursor::CursorError>(event.position)
-        };
-        run.await.map_err(|e| match e {
-            cursor::CursorError::Moved => CommitError::CursorMoved,
-            cursor::CursorError::Sql(e) => CommitError::Store(store_error(e)),
-        })
+        cursor::park_and_advance(&self.db, SAGAS, from, event, reason)
+            .await
+            .map_err(|e| match e {
+                cursor::CursorError::Moved => CommitError::CursorMoved,
+                cursor::CursorError::Sql(e) => CommitError::Store(store_error(e)),
+            })
     }
 
     async fn due(&self, now: DateTime<Utc>, limit: u32) -> Result<Vec<(Uuid, Deadline)>, AppError> {

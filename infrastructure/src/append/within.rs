@@ -23,10 +23,6 @@ WITH ins AS (
 )
 SELECT (SELECT max(global_position) FROM ins) AS last, (SELECT count(*) FROM moved) AS moved";
 
-/// The cursor's move from `$4` to `$2` alone.
-const MOVE_CURSOR: &str = "UPDATE processors SET cursor_seq = $2, updated_at = $3::timestamptz \
-     WHERE name = $1 AND cursor_seq = $4";
-
 /// Appends `rows` in `tx` and moves `cursor` if it is still where it was read.
 pub(super) async fn append(
     tx: &mut Tx,
@@ -57,7 +53,9 @@ pub(super) async fn append(
                 .int(c.to.0)
                 .time(&chrono::Utc::now())
                 .int(c.from.0);
-            tx.execute(MOVE_CURSOR, args).await? == 1
+            tx.execute(crate::processor::cursor::MOVE_CURSOR, args)
+                .await?
+                == 1
         }
         None => true,
     };

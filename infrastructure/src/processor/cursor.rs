@@ -1,6 +1,7 @@
 //! A processor's cursor inside its own transaction: [`lock`] (compare-and-set on the
-//! stored cursor, under a row lock), [`advance`] and [`park`]; or, for a processor whose
-//! effects are outside the database, alone: [`compare_and_set`].
+//! stored cursor, under a row lock), [`advance`] and [`park`]; or in a transaction of its
+//! own: [`park_and_advance`] (every processor parks an event the same way) and, for a
+//! processor whose effects are outside the database, [`compare_and_set`].
 
 use chrono::Utc;
 use pm_application::log::{LogPosition, LoggedEvent};
@@ -94,6 +95,32 @@ pub async fn park(
     Ok(())
 }
 
+/// Parks `event` for processor `name` and moves its cursor past it, in a transaction of
+/// its own, if the cursor is still at `from`; answers the event's position.
+///
+/// # Errors
+/// [`CursorError::Moved`] when the stored cursor is not `from`, [`CursorError::Sql`]
+/// otherwise.
+pub async fn park_and_advance(
+    db: &Database,
+    name: &str,
+    from: LogPosition,
+    event: &LoggedEvent,
+    reason: &str,
+) -> Result<LogPosition, CursorError> {
+    let mut tx = db.begin().await?;
+    lock(&mut tx, name, from).await?;
+    park(&mut tx, name, event, reason).await?;
+    advance(&mut tx, name, event.position).await?;
+    tx.commit().await?;
+    Ok(event.position)
+}
+
+/// The compare-and-set of a cursor: processor `$1` moves to `$2` (at time `$3`) only from
+/// `$4`. Shared with the appends that move a cursor in the statement of their rows.
+pub(crate) const MOVE_CURSOR: &str = "UPDATE processors SET cursor_seq = $2, \
+    updated_at = $3::timestamptz WHERE name = $1 AND cursor_seq = $4";
+
 /// Moves the cursor of processor `name` from `from` to `to` in one statement of its own —
 /// for a processor that writes nothing else to the database with it (the relay): one
 /// round trip instead of a transaction's four. A row that is missing is created by
@@ -110,8 +137,7 @@ pub async fn compare_and_set(
 ) -> Result<(), CursorError> {
     let moved = db
         .execute(
-            "UPDATE processors SET cursor_seq = $2, updated_at = $3::timestamptz \
-             WHERE name = $1 AND cursor_seq = $4",
+            MOVE_CURSOR,
             Args::new()
                 .text(name)
                 .int(to.0)

@@ -85,14 +85,8 @@ impl BatchHandler for ReadModelProjection {
         event: &LoggedEvent,
         reason: &str,
     ) -> Result<LogPosition, BatchError> {
-        let run = async {
-            let mut tx = self.db.begin().await?;
-            cursor::lock(&mut tx, READ_MODEL, from).await?;
-            cursor::park(&mut tx, READ_MODEL, event, reason).await?;
-            cursor::advance(&mut tx, READ_MODEL, event.position).await?;
-            tx.commit().await?;
-            Ok::<_, ApplyError>(event.position)
-        };
-        run.await.map_err(ApplyError::into_batch)
+        cursor::park_and_advance(&self.db, READ_MODEL, from, event, reason)
+            .await
+            .map_err(|e| ApplyError::from(e).into_batch())
     }
 }
