@@ -122,6 +122,12 @@ async fn a_load_reads_the_snapshot_of_its_format_and_the_runes_after_it(db: Test
     // Another conversation's runes are not this one's.
     let loaded = store.load(other, Some(1)).await.expect("load");
     assert_eq!((&loaded.snapshot, sequences(&loaded)), (&None, vec![1, 2]));
+    // A conversation never written: at version 0, with nothing.
+    let loaded = store.load(Uuid::new_v4(), Some(1)).await.expect("load");
+    assert_eq!(
+        (loaded.version, &loaded.snapshot, loaded.runes.len()),
+        (0, &None, 0)
+    );
 }
 
 async fn an_older_snapshot_never_replaces_a_newer_one_of_its_format(db: TestDb) {

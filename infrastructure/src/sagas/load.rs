@@ -32,26 +32,23 @@ pub async fn conversation(
     conversation_id: Uuid,
     snapshot: Option<i32>,
 ) -> Result<StoredConversation, AppError> {
-    let version = db
+    // One statement for both: the version and the snapshot at one database snapshot.
+    let row = db
         .fetch_optional(
-            "SELECT version::bigint AS version FROM saga_conversations WHERE conversation_id = $1::uuid",
-            Args::new().uuid(conversation_id),
+            "SELECT (SELECT version::bigint FROM saga_conversations \
+             WHERE conversation_id = $1::uuid) AS version, s.position, s.format, s.state \
+             FROM (SELECT 1 AS one) AS one LEFT JOIN saga_snapshots s \
+             ON s.conversation_id = $1::uuid AND s.format = $2",
+            Args::new()
+                .uuid(conversation_id)
+                .opt_int(snapshot.map(i64::from)),
         )
         .await
         .map_err(store_error)?
-        .map_or(Ok(0), |row| row.int("version"))
-        .map_err(store_error)?;
-    let snapshot = match snapshot {
-        Some(format) => db
-            .fetch_optional(
-                "SELECT position, format, state FROM saga_snapshots \
-                 WHERE conversation_id = $1::uuid AND format = $2",
-                Args::new().uuid(conversation_id).int(i64::from(format)),
-            )
-            .await
-            .map_err(store_error)?
-            .map(|row| stored_snapshot(&row))
-            .transpose()?,
+        .ok_or_else(|| corrupt("conversation version", "no row"))?;
+    let version = row.opt_int("version").map_err(store_error)?.unwrap_or(0);
+    let snapshot = match row.opt_int("format").map_err(store_error)? {
+        Some(_) => Some(stored_snapshot(&row)?),
         None => None,
     };
     let after = snapshot.as_ref().map_or(0, |s| s.position.0);
