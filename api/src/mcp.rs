@@ -155,10 +155,17 @@ impl ServerHandler for PmMcp {
             .into());
         }
         let arguments = request.arguments.unwrap_or_default();
-        Ok(tool
-            .call(&self.router, headers(&context), arguments)
-            .await
-            .into())
+        // rmcp runs the call in a task of its own and, when the client cancels it
+        // (`notifications/cancelled`) or its session ends, only cancels `context.ct`: the
+        // call is dropped here then, as a request a client abandons over HTTP is — so a
+        // `claim_turn` still waiting does not claim a turn for a caller that is gone.
+        tokio::select! {
+            result = tool.call(&self.router, headers(&context), arguments) => Ok(result.into()),
+            () = context.ct.cancelled() => Err(ErrorData::internal_error(
+                format!("{} was cancelled", tool.name),
+                None,
+            )),
+        }
     }
 
     async fn list_resource_templates(

@@ -27,7 +27,7 @@ use tokio::sync::mpsc;
 use crate::reads::message;
 use crate::sagas::{types, wait_for};
 use crate::support::{config, events};
-use crate::workers::dispatched;
+use crate::workers::{claim, dispatched};
 
 /// An MCP client session.
 type Client = RunningService<RoleClient, ()>;
@@ -411,6 +411,32 @@ async fn turn_worked_through_mcp(db: TestDb) {
     assert_eq!(none, json!({"turn": null}));
 
     model.cancel().await.expect("close");
+    worker.cancel().await.expect("close");
+    svc.stop().await;
+}
+
+/// A `claim_turn` its client gives up on while it waits (a timeout drops the call, and
+/// rmcp's client sends `notifications/cancelled`) claims nothing: the turn dispatched
+/// afterwards goes to the next caller, as its first claim.
+async fn an_abandoned_claim_claims_nothing(db: TestDb) {
+    let svc = start(&db).await;
+    let worker = connect(&svc, LLM, None).await;
+    let Value::Object(args) = json!({"wait_ms": 20000, "worker": "gone"}) else {
+        unreachable!("an object")
+    };
+    let waiting = worker.call_tool(CallToolRequestParams::new("claim_turn").with_arguments(args));
+    let gave_up = tokio::time::timeout(Duration::from_millis(500), waiting).await;
+    assert!(gave_up.is_err(), "nothing was claimable: {gave_up:?}");
+    // The cancellation is a notification: let the server hear it.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let (_, _, _, turn) = dispatched(&svc).await;
+    let claimed = claim(&svc, json!({"wait_ms": 2000, "worker": "next"})).await;
+    assert_eq!(claimed.status, 200, "{}", claimed.text);
+    let claimed = claimed.json;
+    assert_eq!(claimed["turn"]["id"], turn.as_str(), "{claimed}");
+    assert_eq!(claimed["worker"], "next", "{claimed}");
+    assert_eq!(claimed["turn"]["claims"], 1, "{claimed}");
     worker.cancel().await.expect("close");
     svc.stop().await;
 }
@@ -900,6 +926,7 @@ async fn turn_subscription(db: TestDb) {
 on_both_backends!(
     tools_per_role,
     turn_worked_through_mcp,
+    an_abandoned_claim_claims_nothing,
     stale_epoch_is_fenced,
     validation_error_names_the_field,
     role_refused,
