@@ -221,6 +221,14 @@ pub trait SagaStore: Send + Sync + 'static {
         turn_id: Uuid,
     ) -> impl Future<Output = Result<Option<Uuid>, AppError>> + Send;
 
+    /// The position of the last event logged in the conversation of turn `turn_id` (`None`
+    /// for a turn the sagas have not recorded): what the sagas must have decided before a
+    /// worker's report on the turn is (the worker's fenced facts come before its report).
+    fn turn_logged_through(
+        &self,
+        turn_id: Uuid,
+    ) -> impl Future<Output = Result<Option<LogPosition>, AppError>> + Send;
+
     /// Claimable turns matching `filter` (dispatched, or streaming with no worker, in an
     /// active session), oldest first, at most `limit`, with their conversations.
     fn claimable(

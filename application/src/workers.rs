@@ -388,8 +388,24 @@ impl<S: SagaStore> Workers<S> {
         Ok(None)
     }
 
+    /// Where the sagas must have got to before a report on `turn_id` is decided: the last
+    /// event logged in its conversation (`None`: a turn the sagas have not recorded).
+    ///
+    /// A worker's fenced facts (its messages, acknowledged `201`) belong to its turn, and
+    /// the sagas apply them as they reach them in the log; a report decided before they
+    /// did — "a message, then the tool calls" sent back to back — would suspend or end the
+    /// turn first and leave the message an anomaly, out of the turn's deliverable. The
+    /// caller waits for the saga processor to pass this position (read-your-writes on the
+    /// saga rows), then reports.
+    ///
+    /// # Errors
+    /// [`AppError`] from the store.
+    pub async fn settle_point(&self, turn_id: Uuid) -> Result<Option<LogPosition>, AppError> {
+        self.engine.store().turn_logged_through(turn_id).await
+    }
+
     /// A report (release, error, usage) or an interrupt on `turn_id`; answers the position
-    /// of its last rune.
+    /// of its last rune. The caller first lets the sagas reach [`Workers::settle_point`].
     ///
     /// # Errors
     /// `Ok(Err(Refused))` when refused (nothing written); [`AppError`] from the store.

@@ -82,6 +82,10 @@ impl SagaStore for DbSagaStore {
         leases::turn_conversation(&self.db, turn_id).await
     }
 
+    async fn turn_logged_through(&self, turn_id: Uuid) -> Result<Option<LogPosition>, AppError> {
+        leases::turn_logged_through(&self.db, turn_id).await
+    }
+
     async fn claimable(
         &self,
         filter: &ClaimFilter,

@@ -201,6 +201,7 @@ pub async fn report_calls(
         calls,
         resume_deadline,
     };
+    super::workers::settled(&state, id).await?;
     let position = state
         .workers
         .report(id, op, metadata(&ctx, "tool_calls", &state))

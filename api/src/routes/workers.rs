@@ -427,6 +427,17 @@ pub async fn heartbeat(
     }))
 }
 
+/// Waits until the sagas have decided every event logged in turn `id`'s conversation
+/// before this request, so the worker's fenced facts are the turn's before its report is
+/// decided ([`Workers::settle_point`](pm_application::workers::Workers::settle_point));
+/// up to 5 s, then `503 projection_lagging` (nothing written).
+pub(crate) async fn settled(state: &AppState, id: Uuid) -> Result<(), ApiError> {
+    if let Some(through) = state.workers.settle_point(id).await? {
+        state.queries.sagas_at(Some(through)).await?;
+    }
+    Ok(())
+}
+
 /// Runs a report and answers the turn's row after it.
 async fn report(
     state: &AppState,
@@ -435,6 +446,7 @@ async fn report(
     op: WorkerOp,
     what: &str,
 ) -> Result<Response, ApiError> {
+    settled(state, id).await?;
     let position = state
         .workers
         .report(id, op, metadata(ctx, what, state))

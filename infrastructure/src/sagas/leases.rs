@@ -5,6 +5,7 @@
 //! claim for reads, and what a claimant looks for.
 
 use chrono::{DateTime, Utc};
+use pm_application::log::LogPosition;
 use pm_application::sagas::{ClaimFilter, CommitError};
 use pm_application::AppError;
 use pm_domain::saga::LeaseHeld;
@@ -24,6 +25,25 @@ pub async fn turn_conversation(db: &Database, turn_id: Uuid) -> Result<Option<Uu
         .await
         .map_err(store_error)?;
     row.map(|r| r.uuid("conversation_id"))
+        .transpose()
+        .map_err(store_error)
+}
+
+/// The last position logged in the conversation of turn `turn_id` (0 when it has none).
+pub async fn turn_logged_through(
+    db: &Database,
+    turn_id: Uuid,
+) -> Result<Option<LogPosition>, AppError> {
+    let row = db
+        .fetch_optional(
+            "SELECT COALESCE((SELECT max(e.global_position) FROM events e \
+             WHERE e.conversation_id = t.conversation_id), 0) AS through \
+             FROM saga_turns t WHERE t.id = $1::uuid",
+            Args::new().uuid(turn_id),
+        )
+        .await
+        .map_err(store_error)?;
+    row.map(|r| r.int("through").map(LogPosition))
         .transpose()
         .map_err(store_error)
 }

@@ -1,6 +1,7 @@
 //! Workers end to end (WORKERS.md): claim with its context, fenced commands and reports,
 //! heartbeats, release, lease expiry with a moved clock, the claims limit, long-polling,
-//! workers racing on one replica and on two, and an interrupt racing a completion.
+//! workers racing on one replica and on two, an interrupt racing a completion, and a
+//! report sent right after a fenced message while the sagas lag.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -681,3 +682,87 @@ on_both_backends!(
     interrupt_races_completion,
     budget_suspension_and_replenishment,
 );
+
+/// A worker's message (`201`) and then its error report, sent while the sagas have not yet
+/// reached the message (held back on PostgreSQL by a row lock on another conversation's
+/// saga row, which the saga processor's next batch waits for): the report is decided only
+/// once the sagas applied the message, so the message is the turn's output and its
+/// deliverable — not an anomaly, as when the report overtook it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_report_waits_for_the_workers_earlier_message_postgres() {
+    use sqlx::{Connection, PgConnection};
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let clock = Arc::new(ManualClock::new());
+    let svc = start(&db, &clock, 3).await;
+    let (conv, llm, _, turn) = dispatched(&svc).await;
+    let e = epoch(&claim(&svc, json!({"kind": "conversation"})).await);
+    let (other, _, _, _) = dispatched(&svc).await;
+    let seen = wait_for(&svc, &format!("/v1/conversations/{other}"), |c| {
+        c["actor_ids"][0].is_string()
+    })
+    .await;
+    let human = seen["actor_ids"][0]
+        .as_str()
+        .expect("the human")
+        .to_string();
+
+    // Hold the other conversation's saga row: the processor's batch of its next message
+    // waits, and every later event (this worker's message) waits behind it.
+    let mut conn = PgConnection::connect(&db.url).await.expect("connect");
+    sqlx::query("BEGIN")
+        .execute(&mut conn)
+        .await
+        .expect("begin");
+    sqlx::query("SELECT 1 FROM saga_conversations WHERE conversation_id = $1::uuid FOR UPDATE")
+        .bind(&other)
+        .execute(&mut conn)
+        .await
+        .expect("hold the row");
+    message(
+        &svc,
+        &other,
+        &human,
+        json!({"content": "and another thing"}),
+    )
+    .await;
+    let said = say(&svc, &conv, &llm, &turn, e).await;
+    assert_eq!(said.status, 201, "{}", said.text);
+    let said_id = said.json["id"].as_str().expect("message id").to_string();
+
+    let release = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        sqlx::query("COMMIT")
+            .execute(&mut conn)
+            .await
+            .expect("release the row");
+    });
+    let started = Instant::now();
+    let r = fenced(
+        &svc,
+        &format!("/v1/turns/{turn}/error"),
+        json!({"error_type": "model_error", "message": "the model failed"}),
+        &turn,
+        e,
+    )
+    .await;
+    let waited = started.elapsed();
+    release.await.expect("released");
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(
+        (r.json["state"].as_str(), r.json["deliverable"].as_str()),
+        (Some("error"), Some(said_id.as_str())),
+        "{}",
+        r.text
+    );
+    assert!(
+        !types(&svc, &conv).await.iter().any(|t| t == "saga.anomaly"),
+        "the message became an anomaly"
+    );
+    assert!(
+        waited >= Duration::from_millis(1000),
+        "the report did not wait for the sagas ({waited:?})"
+    );
+    svc.stop().await;
+}

@@ -125,6 +125,10 @@ impl SagaStore for FakeStore {
         Ok(None)
     }
 
+    async fn turn_logged_through(&self, _: Uuid) -> Result<Option<LogPosition>, AppError> {
+        Ok(None)
+    }
+
     async fn claimable(
         &self,
         _: &crate::sagas::ClaimFilter,
