@@ -256,10 +256,11 @@ pub async fn claim(
         ));
     }
     let worker = body.worker.unwrap_or_else(|| ctx.0.role.clone());
-    if worker.trim().is_empty() || worker.chars().count() > 200 {
+    // NUL too: PostgreSQL's text cannot hold it (the claim would fail as a 500).
+    if worker.trim().is_empty() || worker.chars().count() > 200 || worker.contains('\0') {
         return Err(ApiError::validation(
             "worker",
-            "must be 1 to 200 characters",
+            "must be 1 to 200 characters, without the NUL character",
         ));
     }
     let request = ClaimRequest {

@@ -674,7 +674,43 @@ async fn first_human(svc: &TestService, conv: &str) -> String {
         .to_string()
 }
 
+/// A claim's body out of bounds is refused, naming the field, and claims nothing.
+async fn claim_body_is_validated(db: TestDb) {
+    let clock = Arc::new(ManualClock::new());
+    let svc = start(&db, &clock, 3).await;
+    let (_, _, _, turn) = dispatched(&svc).await;
+    let long = "w".repeat(201);
+    for (body, field) in [
+        (json!({"wait_ms": 30001}), "wait_ms"),
+        (json!({"lease_ms": 999}), "lease_ms"),
+        (json!({"lease_ms": 600001}), "lease_ms"),
+        (json!({"worker": " "}), "worker"),
+        (json!({"worker": long}), "worker"),
+        (json!({"worker": "w\u{0}"}), "worker"),
+    ] {
+        let r = claim(&svc, body.clone()).await;
+        assert_eq!(
+            (r.status, r.code()),
+            (422, "validation_failed"),
+            "{body}: {}",
+            r.text
+        );
+        assert!(r.text.contains(field), "{body}: names {field}: {}", r.text);
+    }
+    let c = claim(&svc, json!({"worker": "w-1"})).await;
+    assert_eq!(epoch(&c), 2, "the first claim: {}", c.text);
+    assert_eq!(
+        (
+            c.json["turn"]["id"].as_str(),
+            c.json["turn"]["claims"].as_i64()
+        ),
+        (Some(turn.as_str()), Some(1))
+    );
+    svc.stop().await;
+}
+
 on_both_backends!(
+    claim_body_is_validated,
     claim_fence_and_reports,
     lease_expiry_and_claims_limit,
     long_poll_and_error_report,
