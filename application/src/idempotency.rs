@@ -63,6 +63,11 @@ pub struct IdempotencyKey {
     /// fails with [`AppError::IdempotencyKeyTaken`] — writing nothing — when the key has
     /// a row.
     pub claimed: bool,
+    /// The replica running the request. With `claimed`, the claim's owner: the append
+    /// completes the key only while this replica still holds the claim, and writes nothing
+    /// ([`AppError::IdempotencyKeyTaken`]) when another took it over meanwhile — that one
+    /// runs the command, so it is written once.
+    pub owner: String,
 }
 
 impl IdempotencyKey {
@@ -98,6 +103,7 @@ impl IdempotencyKey {
             key: key.to_string(),
             request_hash: format!("{:x}", hasher.finalize()),
             claimed: false,
+            owner: String::new(),
         }
     }
 }

@@ -1,5 +1,6 @@
 //! The log's one writer on both stores, where it lives: positions in row and commit order,
-//! a taken sequence or key writes nothing and says which it was, concurrent appends are each
+//! a taken sequence or key writes nothing and says which it was, a claimed key completes
+//! only while its claim is the appending replica's, concurrent appends are each
 //! answered once, rows inside a caller's transaction move a cursor with them and vanish with
 //! a rollback, and readers are rung.
 
@@ -8,10 +9,11 @@ mod support;
 use std::collections::BTreeSet;
 
 use pm_application::bus::AppendFailure;
-use pm_application::idempotency::IdempotencyKey;
+use pm_application::idempotency::{IdempotencyKey, IdempotencyStore};
 use pm_application::log::LogPosition;
 use pm_infrastructure::append::{Appender, CursorMove, NewEvent};
 use pm_infrastructure::db::Args;
+use pm_infrastructure::idempotency::DbIdempotencyStore;
 use pm_infrastructure::Database;
 use pm_test_db::{on_both_backends, TestDb};
 use tokio::sync::watch;
@@ -50,6 +52,7 @@ fn key(key: &str) -> IdempotencyKey {
         key: key.into(),
         request_hash: "hash".into(),
         claimed: false,
+        owner: String::new(),
     }
 }
 
@@ -165,6 +168,62 @@ async fn a_key_is_written_with_its_fact_and_a_taken_key_writes_nothing(db: TestD
     );
 }
 
+/// A request runs a key under its replica's claim; another replica that took the claim
+/// over (the first looked dead) runs the command too. Only the holder's append is written
+/// — the first's writes nothing and is told the key is taken — one fact for one key, on
+/// every path (one fact: group commit on PostgreSQL; two: one statement).
+async fn a_claimed_key_completes_only_under_its_current_claim(db: TestDb) {
+    let (appender, database, _rung) = appender(&db).await;
+    let keys = DbIdempotencyStore::new(database.clone());
+    for (name, rows) in [
+        ("k-one", vec![row("a", 1)]),
+        ("k-two", vec![row("b", 1), row("b", 2)]),
+    ] {
+        let claimed_by = |owner: &str| IdempotencyKey {
+            claimed: true,
+            owner: owner.into(),
+            ..key(name)
+        };
+        keys.claim(&claimed_by("replica-a"), "replica-a")
+            .await
+            .expect("claimed");
+        assert!(keys
+            .take_over(&claimed_by("replica-b"), Some("replica-a"), "replica-b")
+            .await
+            .expect("taken over"));
+        assert_eq!(
+            appender
+                .append(rows.clone(), Some(&claimed_by("replica-a")), None)
+                .await,
+            Err(AppendFailure::KeyTaken),
+            "{name}: the claim's former owner"
+        );
+        assert!(log(&database)
+            .await
+            .iter()
+            .all(|(id, _, _)| id != &rows[0].aggregate_id));
+        let written = appender
+            .append(rows.clone(), Some(&claimed_by("replica-b")), None)
+            .await
+            .expect("the holder appends");
+        let stored = database
+            .fetch_optional(
+                "SELECT status::bigint AS status, position FROM idempotency_keys WHERE role = $1 AND key = $2",
+                Args::new().text("ingress").text(name),
+            )
+            .await
+            .expect("read")
+            .expect("the key's row");
+        assert_eq!(stored.int("status").expect("status"), 201, "{name}");
+        assert_eq!(
+            stored.string("position").expect("position"),
+            written.last().expect("a position").to_string(),
+            "{name}"
+        );
+    }
+    assert_eq!(log(&database).await.len(), 3, "one write per key");
+}
+
 async fn concurrent_appends_are_each_answered_once(db: TestDb) {
     let (appender, database, _rung) = appender(&db).await;
     let tasks: Vec<_> = (0..64)
@@ -254,6 +313,7 @@ async fn rows_in_a_transaction_move_a_cursor_with_them_or_vanish(db: TestDb) {
 }
 
 on_both_backends!(
+    a_claimed_key_completes_only_under_its_current_claim,
     a_command_s_facts_take_increasing_positions_in_row_order,
     a_taken_sequence_is_a_conflict_that_writes_nothing,
     a_key_is_written_with_its_fact_and_a_taken_key_writes_nothing,

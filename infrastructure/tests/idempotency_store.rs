@@ -29,6 +29,7 @@ fn key(key: &str, hash: &str) -> IdempotencyKey {
         key: key.into(),
         request_hash: hash.into(),
         claimed: true,
+        owner: String::new(),
     }
 }
 

@@ -216,6 +216,7 @@ impl<St: IdempotencyStore, L: ReplicaLiveness, R: LogReader> Idempotency<St, L, 
             known = match action {
                 Action::RunUnclaimed | Action::RunClaimed => {
                     key.claimed = action == Action::RunClaimed;
+                    key.owner = replica.to_string();
                     let run = command.run(key.clone()).await;
                     let said = run.outcome.said();
                     ran = Some(run);

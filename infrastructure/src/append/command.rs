@@ -12,26 +12,34 @@ use pm_application::idempotency::IdempotencyKey;
 use pm_application::log::LogPosition;
 
 /// Marks a claimed key done with the fact at `position` (`$1` role, `$2` key,
-/// `$3` position); a key that is not pending (or not claimed at all) is left alone.
+/// `$3` position) while `$4` holds its claim; a key not pending under that owner (taken
+/// over, or not claimed at all) is left alone, and the caller writes nothing.
 const COMPLETE_KEY: &str = "UPDATE idempotency_keys SET status = 201, position = $3 \
-     WHERE role = $1 AND key = $2 AND status IS NULL";
+     WHERE role = $1 AND key = $2 AND status IS NULL AND owner = $4";
 
 /// Writes an unclaimed key's row, done with the fact at `position` (`$1` role, `$2` key,
 /// `$3` request hash, `$4` position, `$5` time); nothing when the key has a row.
 const RECORD_KEY: &str = "INSERT INTO idempotency_keys (role, key, request_hash, created_at, claimed_at, status, position) \
      VALUES ($1, $2, $3, $5::timestamptz, $5::timestamptz, 201, $4) ON CONFLICT (role, key) DO NOTHING";
 
-/// The rows and, with a key, its row: completed when claimed ($11), written otherwise —
-/// a key that has a row already makes the `INSERT` violate `idempotency_keys_pkey`, and
-/// the whole statement writes nothing.
+/// The rows and, with a key, its row: completed when claimed ($11) by $13, written
+/// otherwise — a key that has a row already makes the `INSERT` violate
+/// `idempotency_keys_pkey`, and the whole statement writes nothing. A claimed key is
+/// locked first and the rows are written only while $13 still holds its claim (none are
+/// returned otherwise: the claim was taken over).
 const PG_APPEND: &str = "\
-WITH ins AS (
+WITH held AS (
+  SELECT 1 FROM idempotency_keys
+  WHERE $11 AND role = $9 AND key = $10 AND status IS NULL AND owner = $13
+  FOR UPDATE
+), ins AS (
   INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, conversation_id)
   SELECT * FROM UNNEST($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[]::json[], $7::text[]::json[], $8::uuid[])
+  WHERE NOT $11 OR EXISTS (SELECT 1 FROM held)
   RETURNING sequence, global_position
 ), done AS (
   UPDATE idempotency_keys SET status = 201, position = (SELECT max(global_position) FROM ins)::text
-  WHERE $11 AND role = $9 AND key = $10 AND status IS NULL
+  WHERE $11 AND role = $9 AND key = $10 AND status IS NULL AND owner = $13
 ), fresh AS (
   INSERT INTO idempotency_keys (role, key, request_hash, created_at, claimed_at, status, position)
   SELECT $9, $10, $12, now(), now(), 201, (SELECT max(global_position) FROM ins)::text
@@ -43,8 +51,9 @@ SELECT sequence, global_position FROM ins";
 /// transaction that appends the fact.
 ///
 /// # Errors
-/// [`AppendFailure::KeyTaken`] when an unclaimed key has a row already: the caller drops
-/// the transaction, which rolls the facts back.
+/// [`AppendFailure::KeyTaken`] when an unclaimed key has a row already, or a claimed one is
+/// no longer this request's replica's: the caller drops the transaction, which rolls the
+/// facts back.
 pub(super) async fn record_key(
     tx: &mut crate::db::Tx,
     key: &IdempotencyKey,
@@ -52,7 +61,10 @@ pub(super) async fn record_key(
 ) -> Result<(), AppendFailure> {
     let args = Args::new().text(key.role.as_str()).text(key.key.as_str());
     let (sql, args) = if key.claimed {
-        (COMPLETE_KEY, args.text(last.to_string()))
+        (
+            COMPLETE_KEY,
+            args.text(last.to_string()).text(key.owner.as_str()),
+        )
     } else {
         let args = args
             .text(key.request_hash.as_str())
@@ -64,7 +76,8 @@ pub(super) async fn record_key(
         .execute(sql, args)
         .await
         .map_err(|e| super::failure_of(&e))?;
-    if !key.claimed && recorded == 0 {
+    // Unclaimed: the key has a row already. Claimed: another replica took the claim over.
+    if recorded == 0 {
         return Err(AppendFailure::KeyTaken);
     }
     Ok(())
@@ -89,9 +102,14 @@ pub(super) async fn append(
                 .bind(key.map(|k| k.key.as_str()))
                 .bind(key.is_some_and(|k| k.claimed))
                 .bind(key.map(|k| k.request_hash.as_str()))
+                .bind(key.map(|k| k.owner.as_str()))
                 .fetch_all(pool)
                 .await
                 .map_err(classify)?;
+            if fetched.is_empty() && key.is_some_and(|k| k.claimed) {
+                // The key's claim is no longer this replica's: nothing was written.
+                return Err(AppendFailure::KeyTaken);
+            }
             fetched
                 .into_iter()
                 .map(|(sequence, seq)| (sequence, LogPosition(seq)))

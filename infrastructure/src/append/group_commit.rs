@@ -19,10 +19,12 @@ use pm_application::bus::AppendFailure;
 
 use super::{is_key_race, NewEvent};
 
-/// The batch's rows are inserted unless their sequence is taken or their unclaimed key
-/// already has a row; the key of every written row is written (unclaimed) or completed
-/// (claimed) with its position — in one statement, so a durable fact always has its key's
-/// answer. The result names every row written, and every row skipped for its key.
+/// The batch's rows are inserted unless their sequence is taken, their unclaimed key
+/// already has a row, or their claimed key's claim is no longer their replica's (locked,
+/// so a take-over waits for this statement or this statement sees it); the key of every
+/// written row is written (unclaimed) or completed (claimed) with its position — in one
+/// statement, so a durable fact always has its key's answer. The result names every row
+/// written, and every row skipped for its key.
 ///
 /// The key check is a scalar sub-select, not `EXISTS`: PostgreSQL may run an `EXISTS` as
 /// a hashed subplan over the whole key table (seen: a sequential scan per batch).
@@ -31,11 +33,14 @@ use super::{is_key_race, NewEvent};
 /// is written again (the next snapshot sees the row).
 const PG_APPEND_SKIPPING_TAKEN: &str = "\
 WITH input AS (
-  SELECT * FROM UNNEST($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::uuid[], $9::text[], $10::text[], $11::text[], $12::bool[])
-    AS i(aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, conversation_id, key_role, key, key_hash, key_claimed)
+  SELECT * FROM UNNEST($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::uuid[], $9::text[], $10::text[], $11::text[], $12::bool[], $13::text[])
+    AS i(aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, conversation_id, key_role, key, key_hash, key_claimed, key_owner)
 ), checked AS (
-  SELECT i.*, (NOT i.key_claimed AND COALESCE((
-    SELECT true FROM idempotency_keys k WHERE k.role = i.key_role AND k.key = i.key), false)) AS key_taken
+  SELECT i.*, CASE WHEN i.key_claimed
+    THEN COALESCE((SELECT false FROM idempotency_keys k WHERE k.role = i.key_role AND k.key = i.key
+      AND k.status IS NULL AND k.owner = i.key_owner FOR UPDATE), true)
+    ELSE COALESCE((SELECT true FROM idempotency_keys k WHERE k.role = i.key_role AND k.key = i.key), false)
+  END AS key_taken
   FROM input i
 ), ins AS (
   INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, conversation_id)
@@ -47,6 +52,7 @@ WITH input AS (
   UPDATE idempotency_keys k SET status = 201, position = ins.global_position::text
   FROM ins JOIN input i USING (aggregate_type, aggregate_id, sequence)
   WHERE i.key_claimed AND k.role = i.key_role AND k.key = i.key AND k.status IS NULL
+    AND k.owner = i.key_owner
 ), fresh AS (
   INSERT INTO idempotency_keys (role, key, request_hash, created_at, claimed_at, status, position)
   SELECT i.key_role, i.key, i.key_hash, now(), now(), 201, ins.global_position::text
@@ -230,6 +236,11 @@ async fn statement(pool: &PgPool, jobs: &[Job]) -> Result<Vec<WrittenRow>, sqlx:
     .bind(
         keys()
             .map(|k| k.is_some_and(|k| k.claimed))
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        keys()
+            .map(|k| k.map(|k| k.owner.as_str()))
             .collect::<Vec<_>>(),
     )
     .fetch_all(pool)
