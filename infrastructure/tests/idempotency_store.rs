@@ -148,6 +148,13 @@ async fn a_replica_is_alive_while_it_runs(db: TestDb) {
     // A replica of a process that does not run, whose connection does not exist.
     let gone = format!("4194304-{}", uuid::Uuid::now_v7());
     assert!(!liveness.is_alive(&gone).await.expect("asked"), "{gone}");
+    // A replica of an earlier process under this one's id (a restart as PID 1 in a
+    // container): not alive because this process runs.
+    let predecessor = format!("{}-{}", std::process::id(), uuid::Uuid::now_v7());
+    assert!(
+        !liveness.is_alive(&predecessor).await.expect("asked"),
+        "{predecessor}"
+    );
 }
 
 on_both_backends!(

@@ -8,7 +8,10 @@
 //! locks, and PostgreSQL closes it when the process dies), so "is replica R alive" is
 //! "does a session of this database carry R's application name". A replica whose
 //! connection was lost looks dead until its next ownership check reconnects (250 ms). On
-//! SQLite every replica runs on one machine, so it is "does R's process id still run".
+//! SQLite every replica runs on one machine, so it is "does R's process id still run" —
+//! and, when that id is this process's own, "did this process make R": a process that
+//! restarted under the same id (the binary as PID 1 in a container) does not keep its
+//! predecessor's replicas alive.
 
 use pm_application::idempotency::ReplicaLiveness;
 use pm_application::AppError;
@@ -21,10 +24,30 @@ use crate::Database;
 /// PostgreSQL keeps at most this many bytes of an `application_name`.
 const APPLICATION_NAME_MAX: usize = 63;
 
+/// The replica ids this process made (a process may run several replicas: the tests do).
+static MADE_HERE: std::sync::LazyLock<std::sync::Mutex<std::collections::HashSet<String>>> =
+    std::sync::LazyLock::new(Default::default);
+
 /// A new replica id: `<process id>-<UUIDv7>` (the process id lets SQLite tell whether it
 /// runs; the UUID makes it unique across restarts and machines).
 pub fn new_replica_id() -> String {
-    format!("{}-{}", std::process::id(), uuid::Uuid::now_v7())
+    let id = format!("{}-{}", std::process::id(), uuid::Uuid::now_v7());
+    if let Ok(mut made) = MADE_HERE.lock() {
+        made.insert(id.clone());
+    }
+    id
+}
+
+/// Whether `replica`'s process runs (SQLite's liveness): this process only for the ids it
+/// made, another while `/proc` has it.
+fn process_runs(replica: &str) -> bool {
+    let Some(pid) = process_of(replica) else {
+        return false;
+    };
+    if pid == std::process::id().to_string() {
+        return MADE_HERE.lock().is_ok_and(|made| made.contains(replica));
+    }
+    std::path::Path::new("/proc").join(pid).exists()
 }
 
 /// The `application_name` the ownership connection of `replica` carries, and that
@@ -78,8 +101,7 @@ impl ReplicaLiveness for DbReplicaLiveness {
                     .unwrap_or(0);
                 Ok(sessions > 0)
             }
-            Dialect::Sqlite => Ok(process_of(replica)
-                .is_some_and(|pid| std::path::Path::new("/proc").join(pid).exists())),
+            Dialect::Sqlite => Ok(process_runs(replica)),
         }
     }
 }
