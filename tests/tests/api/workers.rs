@@ -76,6 +76,12 @@ async fn say(svc: &TestService, conv: &str, llm: &str, turn: &str, epoch: i64) -
     fenced(svc, &path, body, turn, epoch).await
 }
 
+/// The claim's error report: the model failed.
+async fn model_failed(svc: &TestService, turn: &str, epoch: i64) -> Response {
+    let body = json!({"error_type": "model_error", "message": "the model failed"});
+    fenced(svc, &format!("/v1/turns/{turn}/error"), body, turn, epoch).await
+}
+
 pub(crate) fn epoch(r: &Response) -> i64 {
     assert_eq!(r.status, 200, "{}", r.text);
     r.json["turn_epoch"].as_i64().expect("turn_epoch")
@@ -382,14 +388,7 @@ async fn long_poll_and_error_report(db: TestDb) {
     assert_eq!(claim(&svc, json!({"wait_ms": 300})).await.status, 204);
     assert!(t.elapsed() >= Duration::from_millis(300));
 
-    let r = fenced(
-        &svc,
-        &format!("/v1/turns/{turn}/error"),
-        json!({"error_type": "model_error", "message": "the model failed"}),
-        &turn,
-        e,
-    )
-    .await;
+    let r = model_failed(&svc, &turn, e).await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(
         (
@@ -775,14 +774,7 @@ async fn a_report_waits_for_the_workers_earlier_message_postgres() {
             .expect("release the row");
     });
     let started = Instant::now();
-    let r = fenced(
-        &svc,
-        &format!("/v1/turns/{turn}/error"),
-        json!({"error_type": "model_error", "message": "the model failed"}),
-        &turn,
-        e,
-    )
-    .await;
+    let r = model_failed(&svc, &turn, e).await;
     let waited = started.elapsed();
     release.await.expect("released");
     assert_eq!(r.status, 200, "{}", r.text);
