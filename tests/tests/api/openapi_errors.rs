@@ -53,8 +53,13 @@ async fn claimed_elsewhere(db: &TestDb, key: &str) -> Option<PgConnection> {
         let conn = PgConnection::connect_with(&options).await.expect("connect");
         (owner, Some(conn))
     } else {
-        // SQLite: a replica is alive while its process is; this one is.
-        (format!("{}-other-replica", std::process::id()), None)
+        // SQLite: a replica of another process is alive while that process runs; this
+        // test's parent (cargo, or the harness that started it) does. (An id under this
+        // process's own id is alive only if this process made it.)
+        (
+            format!("{}-other-replica", std::os::unix::process::parent_id()),
+            None,
+        )
     };
     let changed = store
         .execute(
