@@ -7,7 +7,7 @@
 use std::sync::LazyLock;
 
 use axum::body::Body;
-use axum::http::{HeaderMap, Method, Request};
+use axum::http::{HeaderMap, HeaderValue, Method, Request};
 use axum::Router;
 use rmcp::model::{CallToolResult, JsonObject, Tool};
 use serde_json::{json, Map, Value};
@@ -158,7 +158,12 @@ impl McpTool {
         }
         let key = match args.remove("idempotency_key") {
             None => None,
-            Some(Value::String(key)) => Some(key),
+            // A key no header can carry (a control character) is refused as HTTP refuses
+            // a key it cannot read: `400 invalid_parameter` naming `Idempotency-Key`.
+            Some(Value::String(key)) => match HeaderValue::from_str(&key) {
+                Ok(key) => Some(key),
+                Err(_) => return Err(invalid_key()),
+            },
             Some(_) => return Err(validation("idempotency_key", "must be a string")),
         };
         let mut builder = Request::builder().method(self.method.clone());
@@ -245,6 +250,12 @@ pub(super) async fn get(router: &Router, headers: &HeaderMap, path: &str) -> (bo
 }
 
 /// The problem of an argument a call cannot even be sent with (`422`, as HTTP would).
+/// The problem HTTP answers for an `Idempotency-Key` it cannot read.
+fn invalid_key() -> Value {
+    let problem = crate::routes::idempotency::invalid_key().problem();
+    serde_json::to_value(problem).unwrap_or_else(|e| validation("idempotency_key", e))
+}
+
 fn validation(field: &str, reason: impl std::fmt::Display) -> Value {
     json!({
         "type": "about:blank",

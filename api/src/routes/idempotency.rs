@@ -39,6 +39,14 @@ pub async fn idempotency(State(state): State<AppState>, req: Request, next: Next
     }
 }
 
+/// The refusal of a key that is not 1 to 255 visible ASCII characters (`400`).
+pub(crate) fn invalid_key() -> ApiError {
+    ApiError::parameter(
+        "Idempotency-Key",
+        "must be 1 to 255 visible ASCII characters",
+    )
+}
+
 /// The request's key and its command: `400` for an invalid key, `413` for an oversized
 /// body.
 async fn keyed(
@@ -52,12 +60,7 @@ async fn keyed(
         .and_then(|k| k.to_str().ok())
         .filter(|k| !k.is_empty() && k.len() <= 255)
         .map(str::to_string)
-        .ok_or_else(|| {
-            ApiError::parameter(
-                "Idempotency-Key",
-                "must be 1 to 255 visible ASCII characters",
-            )
-        })?;
+        .ok_or_else(invalid_key)?;
     let role = req
         .extensions()
         .get::<Caller>()

@@ -531,6 +531,15 @@ async fn validation_error_names_the_field(db: TestDb) {
     )
     .await;
     assert_eq!(p["status"], 404, "{p}");
+    // A key no header can carry, and one HTTP cannot read: refused as HTTP refuses them.
+    for key in ["a\nb", "clé"] {
+        let args = json!({"conversation_id": conv, "actor_id": llm, "content": "hi",
+                          "idempotency_key": key});
+        let p = refused_call(&client, "add_message", args, "invalid_parameter").await;
+        assert_eq!(p["status"], 400, "{key:?}: {p}");
+        let detail = p["detail"].as_str().unwrap_or_default();
+        assert!(detail.contains("Idempotency-Key"), "{key:?}: {detail}");
+    }
     assert_eq!(types(&svc, &conv).await, before, "a refusal wrote nothing");
     client.cancel().await.expect("close");
     svc.stop().await;
