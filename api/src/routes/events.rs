@@ -34,7 +34,7 @@ pub struct EventsQuery {
     /// Start after this position (`0` or none: from the start).
     #[param(pattern = "^[0-9]+([.][0-9]+)?$")]
     pub cursor: Option<String>,
-    /// Comma-separated exact types or `prefix.*` patterns.
+    /// Comma-separated exact types or `prefix.*` patterns (at most 64).
     pub types: Option<String>,
     /// Only events belonging to this conversation.
     #[param(value_type = Option<uuid::Uuid>)]
@@ -53,6 +53,9 @@ pub struct EventPage {
     pub next_cursor: String,
 }
 
+/// The most type names and prefixes one `types` filter may hold (as a webhook's).
+const MAX_TYPES: usize = 64;
+
 fn parse_query(
     q: &EventsQuery,
     headers: &HeaderMap,
@@ -70,6 +73,13 @@ fn parse_query(
         Some(raw) => raw.parse().map_err(|e| invalid_position(name, e))?,
     };
     let mut filter = EventFilter::default().with_types(q.types.as_deref().unwrap_or(""));
+    // Each pattern is a term of the log's query and a test per event on a stream.
+    if filter.types.len() + filter.type_prefixes.len() > MAX_TYPES {
+        return Err(ApiError::parameter(
+            "types",
+            format!("at most {MAX_TYPES} names or prefixes"),
+        ));
+    }
     if let Some(raw) = &q.conversation_id {
         let id: Uuid = raw
             .parse()

@@ -39,14 +39,25 @@ pub struct PageCursor {
 
 impl PageCursor {
     /// Decodes a token issued by `list`; `None` for anything else (a tampered token, one
-    /// of another list, a malformed key).
+    /// of another list, a malformed key). The key and id come back in the forms the
+    /// stores compare (a time the stores can keep, in the stored format; a plain UUID), so
+    /// a hand-made token that parses is still one the query can bind (PostgreSQL refuses
+    /// year 0 and `urn:uuid:` ids; SQLite compares times as text).
     pub fn decode_for(token: &str, list: List) -> Option<Self> {
-        let c = Self::decode(token)?;
-        let key_ok = match list {
-            List::Checkpoints => c.k.parse::<crate::log::LogPosition>().is_ok(),
-            _ => chrono::DateTime::parse_from_rfc3339(&c.k).is_ok(),
+        let mut c = Self::decode(token)?;
+        if c.l != list {
+            return None;
+        }
+        c.k = match list {
+            List::Checkpoints => c.k.parse::<crate::log::LogPosition>().ok()?.to_string(),
+            _ => {
+                let t = chrono::DateTime::parse_from_rfc3339(&c.k).ok()?;
+                let t = pm_domain::time::in_range(t.with_timezone(&chrono::Utc)).ok()?;
+                pm_domain::time::format(&t)
+            }
         };
-        (c.l == list && key_ok && c.id.parse::<uuid::Uuid>().is_ok()).then_some(c)
+        c.id = c.id.parse::<uuid::Uuid>().ok()?.to_string();
+        Some(c)
     }
 
     /// The opaque token (hex of the JSON).
@@ -126,9 +137,28 @@ mod tests {
         assert_eq!(PageCursor::decode_for(&c.encode(), List::Checkpoints), None);
         let bad_key = PageCursor {
             k: "garbage".into(),
-            ..c
+            ..c.clone()
         };
         assert_eq!(PageCursor::decode_for(&bad_key.encode(), List::Tasks), None);
+        // Parses, but no store can keep it: refused.
+        let year_zero = PageCursor {
+            k: "0000-01-01T00:00:00Z".into(),
+            ..c.clone()
+        };
+        assert_eq!(
+            PageCursor::decode_for(&year_zero.encode(), List::Tasks),
+            None
+        );
+        // Parses in another form: given back in the stored one.
+        let other_forms = PageCursor {
+            k: "2026-11-22T06:35:27+01:00".into(),
+            id: format!("urn:uuid:{}", uuid::Uuid::nil()),
+            ..c.clone()
+        };
+        assert_eq!(
+            PageCursor::decode_for(&other_forms.encode(), List::Tasks),
+            Some(c.clone())
+        );
         assert_eq!(PageCursor::decode("zz"), None);
         assert_eq!(PageCursor::decode("abc"), None);
     }

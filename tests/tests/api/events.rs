@@ -280,6 +280,17 @@ async fn bad_cursors_are_400_invalid_position(db: TestDb) {
         .get(Some(ADMIN), "/v1/events?conversation_id=nope")
         .await;
     assert_problem(&r, 400, "invalid_parameter");
+    // At most 64 names or prefixes (each is a term of the query).
+    let many = vec!["a.*"; 65].join(",");
+    let r = svc
+        .get(Some(ADMIN), &format!("/v1/events?types={many}"))
+        .await;
+    assert_problem(&r, 400, "invalid_parameter");
+    let enough = vec!["a.*"; 64].join(",");
+    let r = svc
+        .get(Some(ADMIN), &format!("/v1/events?types={enough}"))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
     svc.stop().await;
 }
 

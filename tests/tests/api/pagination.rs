@@ -102,6 +102,14 @@ async fn bad_parameters_are_400(db: TestDb) {
         format!("/v1/conversations?actor_id={bad}"),
         "/v1/conversations?created_after=yesterday".into(),
         "/v1/conversations?created_before=2026-13-01T00:00:00Z".into(),
+        // Parses, but no store keeps year 0 (PostgreSQL answered 500).
+        "/v1/conversations?created_after=0000-01-01T00:00:00Z".into(),
+        "/v1/conversations?created_before=0001-01-01T00:30:00%2B01:00".into(),
+        // Hand-made cursors of the right list whose key or id no store can bind.
+        format!(
+            "/v1/tasks?cursor={}",
+            hex(r#"{"l":"tasks","k":"0000-01-01T00:00:00Z","id":"00000000-0000-0000-0000-000000000000"}"#)
+        ),
         "/v1/conversations?latest_checkpoint_type=DONE".into(),
         "/v1/tasks?status=DONE".into(),
         "/v1/tasks?status=work_started".into(),

@@ -116,8 +116,15 @@ pub(super) fn time_param(
     raw.as_deref()
         .map(|r| {
             DateTime::parse_from_rfc3339(r)
-                .map(|t| t.with_timezone(&Utc))
-                .map_err(|_| ApiError::parameter(name, "must be an RFC 3339 time"))
+                .ok()
+                // One the stores can keep too (PostgreSQL has no year 0).
+                .and_then(|t| pm_domain::time::in_range(t.with_timezone(&Utc)).ok())
+                .ok_or_else(|| {
+                    ApiError::parameter(
+                        name,
+                        "must be an RFC 3339 time between the years 1 and 9999",
+                    )
+                })
         })
         .transpose()
 }
