@@ -1,7 +1,8 @@
 //! `DbSagaStore`'s snapshots on both stores: a load asked for a snapshot of a format gets
 //! the stored one of that format and only the runes after its position (in log order);
 //! without one, or of another format, every rune; an older snapshot never replaces a newer
-//! one of the same format, and a new format replaces an old one.
+//! one of the same format, and a new format replaces an old one. A rune names the position
+//! of the fact that caused it only when the sagas wrote it (not a caller's causation).
 
 mod support;
 
@@ -149,7 +150,42 @@ async fn an_older_snapshot_never_replaces_a_newer_one_of_its_format(db: TestDb) 
     assert_eq!(store.load(c, Some(1)).await.expect("load").snapshot, None);
 }
 
+/// A rune of a control carries its caller's `X-Causation-Id`, which may look like a log
+/// position; only the sagas' own runes name the fact that caused them.
+async fn only_the_sagas_runes_name_a_causing_position(db: TestDb) {
+    let store = store(&db).await;
+    let c = Uuid::new_v4();
+    commit(&store, c, 0, 0, 1).await;
+    let control = NewRune {
+        conversation_id: c,
+        recorded: Recorded {
+            instance: Instance::Session(c),
+            rune: Rune::Session(SessionRune::Paused(Reason {
+                reason: "operator".into(),
+            })),
+        },
+        sequence: 2,
+        metadata: EventMetadata {
+            correlation_id: "test".into(),
+            causation_id: Some("9000000".into()),
+            role: "admin".into(),
+            recorded_at: Utc::now(),
+            turn: None,
+        },
+    };
+    let write = SagaWrite {
+        conversations: vec![(c, 1)],
+        runes: vec![control],
+        ..SagaWrite::default()
+    };
+    store.commit(write, None).await.expect("committed");
+    let loaded = store.load(c, None).await.expect("load");
+    let causes: Vec<Option<i64>> = loaded.runes.iter().map(|r| r.cause).collect();
+    assert_eq!(causes, vec![Some(1_001), None]);
+}
+
 on_both_backends!(
+    only_the_sagas_runes_name_a_causing_position,
     a_load_reads_the_snapshot_of_its_format_and_the_runes_after_it,
     an_older_snapshot_never_replaces_a_newer_one_of_its_format,
 );

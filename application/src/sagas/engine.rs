@@ -82,8 +82,11 @@ impl From<AppError> for OneError {
     }
 }
 
-/// The role recorded in the metadata of runes.
-const SAGA_ROLE: &str = "saga";
+/// The role recorded in the metadata of the runes the sagas decide on their own (caused by
+/// a fact, a deadline or a restart) — no caller has it, so a rune of this role whose
+/// causation is a number was caused by the fact at that log position. Runes of controls
+/// and reports carry their caller's role and causation (a client's `X-Causation-Id`).
+pub const SAGA_ROLE: &str = "saga";
 
 /// What an operator's control is aimed at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use pm_application::log::LogPosition;
-use pm_application::sagas::{StoredConversation, StoredRune, StoredSnapshot};
+use pm_application::sagas::{StoredConversation, StoredRune, StoredSnapshot, SAGA_ROLE};
 use pm_application::AppError;
 use pm_domain::actor::ActorRegistered;
 use pm_domain::saga::{Deadline, DeadlineKind, Instance, Recorded};
@@ -54,10 +54,13 @@ pub async fn conversation(
     let after = snapshot.as_ref().map_or(0, |s| s.position.0);
     // Without ORDER BY: the rows are sorted here by position, after the read — sorting
     // tens of thousands of payloads in the database spills to disk. Of the metadata only
-    // the causation is read.
+    // the causation of the sagas' own runes is read: a control's or a report's is its
+    // client's `X-Causation-Id`, which must never pass for a fact's position.
     let sql = format!(
         "SELECT global_position, aggregate_type, aggregate_id, sequence, event_type, \
-         payload::text AS payload, CAST(metadata->>'causation_id' AS TEXT) AS causation \
+         payload::text AS payload, \
+         CASE WHEN metadata->>'role' = '{SAGA_ROLE}' \
+         THEN CAST(metadata->>'causation_id' AS TEXT) END AS causation \
          FROM events \
          WHERE conversation_id = $1::uuid AND global_position > $2 \
          AND aggregate_type IN {SAGA_TYPES}"
@@ -122,7 +125,7 @@ fn rune(row: &DbRow) -> Result<StoredRune, AppError> {
     let payload = row.str("payload").map_err(store_error)?;
     let recorded = Recorded::from_stored(aggregate_type, id, event_type, payload)
         .map_err(|e| corrupt("rune", e))?;
-    // Runes caused by a fact name its log position as their causation.
+    // The sagas' runes caused by a fact name its log position as their causation.
     let cause = row
         .opt_str("causation")
         .map_err(store_error)?
