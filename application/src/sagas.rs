@@ -215,6 +215,13 @@ pub trait SagaStore: Send + Sync + 'static {
         agent_id: Uuid,
     ) -> impl Future<Output = Result<Option<Uuid>, AppError>> + Send;
 
+    /// The stored version of a conversation (0 when it has none): machines cached at
+    /// another version are stale (another replica wrote the conversation since).
+    fn conversation_version(
+        &self,
+        conversation_id: Uuid,
+    ) -> impl Future<Output = Result<i64, AppError>> + Send;
+
     /// The conversation of a turn.
     fn turn_conversation(
         &self,

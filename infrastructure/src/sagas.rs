@@ -82,6 +82,10 @@ impl SagaStore for DbSagaStore {
         leases::turn_conversation(&self.db, turn_id).await
     }
 
+    async fn conversation_version(&self, conversation_id: Uuid) -> Result<i64, AppError> {
+        load::version(&self.db, conversation_id).await
+    }
+
     async fn turn_logged_through(&self, turn_id: Uuid) -> Result<Option<LogPosition>, AppError> {
         leases::turn_logged_through(&self.db, turn_id).await
     }

@@ -534,17 +534,34 @@ impl<S: SagaStore> SagaEngine<S> {
         read: impl Fn(&pm_domain::saga::Sagas) -> T,
     ) -> Result<Result<Done<T>, ControlError>, OneError> {
         let mut held = self.slots.hold_all(&BTreeSet::from([conversation])).await;
+        // A refusal is answered without a commit, so no version check would tell machines
+        // cached here that another replica changed the conversation: one decided on a
+        // cached copy is answered only once the stored version says the copy is current.
+        let mut checked = false;
         for attempt in 1..=ATTEMPTS {
+            let cached = held.get(&conversation).is_some_and(|slot| slot.is_some());
             self.load(&mut held, &BTreeSet::new()).await?;
             let now = self.clock.now();
             let machines = loaded(&mut held, conversation)?;
-            if machines.sagas.session().is_none() {
-                return Ok(Err(ControlError::SessionNotFound));
-            }
-            let outcome = match machines.sagas.handle(input(), now, &self.config) {
+            let refused = if machines.sagas.session().is_none() {
+                Err(ControlError::SessionNotFound)
+            } else {
+                machines.sagas.handle(input(), now, &self.config)
+            };
+            let outcome = match refused {
                 Ok(outcome) => outcome,
                 // A refusal changes nothing, in memory either.
-                Err(refused) => return Ok(Err(refused)),
+                Err(refused) => {
+                    if cached && !checked {
+                        checked = true;
+                        let stored = self.store.conversation_version(conversation).await?;
+                        if stored != machines.version {
+                            forget(&mut held);
+                            continue;
+                        }
+                    }
+                    return Ok(Err(refused));
+                }
             };
             let mut write = SagaWrite::default();
             let metadata = EventMetadata {

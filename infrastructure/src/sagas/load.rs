@@ -78,6 +78,18 @@ pub async fn conversation(
     })
 }
 
+/// The stored version of `conversation_id` (0 without a row).
+pub async fn version(db: &Database, conversation_id: Uuid) -> Result<i64, AppError> {
+    db.fetch_optional(
+        "SELECT version::bigint AS version FROM saga_conversations WHERE conversation_id = $1::uuid",
+        Args::new().uuid(conversation_id),
+    )
+    .await
+    .map_err(store_error)?
+    .map_or(Ok(0), |row| row.int("version"))
+    .map_err(store_error)
+}
+
 fn stored_snapshot(row: &DbRow) -> Result<StoredSnapshot, AppError> {
     let format = row.int("format").map_err(store_error)?;
     Ok(StoredSnapshot {

@@ -125,6 +125,10 @@ impl SagaStore for FakeStore {
         Ok(None)
     }
 
+    async fn conversation_version(&self, conversation_id: Uuid) -> Result<i64, AppError> {
+        Ok(self.with(|s| s.versions.get(&conversation_id).copied().unwrap_or(0)))
+    }
+
     async fn turn_logged_through(&self, _: Uuid) -> Result<Option<LogPosition>, AppError> {
         Ok(None)
     }
@@ -572,6 +576,46 @@ async fn given_a_control_cancelled_while_it_commits_when_the_next_control_comes_
         world.store.with(|s| s.loads.get(&a).copied().unwrap_or(0)),
         loads + 1
     );
+}
+
+#[tokio::test]
+async fn given_machines_cached_here_and_changed_by_another_replica_when_a_control_is_refused_on_them_then_it_is_decided_again_on_what_was_stored(
+) {
+    let a = Uuid::new_v4();
+    let mut world = World::new(SagaConfig::default());
+    world.started(&[a]).await;
+    let active = vec![world.log.human_says(a)];
+    world.apply(active).await;
+    let paused = world
+        .engine
+        .control(ControlTarget::Session(a), pause(), metadata())
+        .await
+        .expect("stored");
+    assert!(paused.is_ok(), "{paused:?}");
+    // Another replica resumes the session: this one's machines still say `paused`.
+    let other = world.engine_over(world.store.clone());
+    let resumed = other
+        .control(ControlTarget::Session(a), Control::Resume, metadata())
+        .await
+        .expect("stored");
+    assert!(resumed.is_ok(), "{resumed:?}");
+
+    let loads = world.store.loads(a);
+    let again = world
+        .engine
+        .control(ControlTarget::Session(a), pause(), metadata())
+        .await
+        .expect("stored");
+    assert!(again.is_ok(), "refused on a stale copy: {again:?}");
+    assert_eq!(world.store.loads(a), loads + 1, "read again");
+    // A refusal on a current copy is answered without reading it again.
+    let refused = world
+        .engine
+        .control(ControlTarget::Session(a), pause(), metadata())
+        .await
+        .expect("stored");
+    assert!(refused.is_err(), "paused twice: {refused:?}");
+    assert_eq!(world.store.loads(a), loads + 1);
 }
 
 impl World {
