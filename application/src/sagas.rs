@@ -105,6 +105,19 @@ pub struct ClaimFilter {
     pub kind: Option<pm_domain::saga::TurnKind>,
 }
 
+/// A turn a look found claimable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClaimableTurn {
+    /// The turn.
+    pub turn_id: Uuid,
+    /// Its conversation.
+    pub conversation_id: Uuid,
+    /// The conversation's version the look saw the turn claimable at: machines cached at
+    /// it or later that refuse the claim are current (another claimant was first); older
+    /// ones are stale.
+    pub version: i64,
+}
+
 /// A conversation's saga state as stored: its version, its latest snapshot (of the
 /// format asked for) and its runes after the snapshot.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -237,12 +250,13 @@ pub trait SagaStore: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Option<LogPosition>, AppError>> + Send;
 
     /// Claimable turns matching `filter` (dispatched, or streaming with no worker, in an
-    /// active session), oldest first, at most `limit`, with their conversations.
+    /// active session), oldest first, at most `limit`, with their conversations and those
+    /// conversations' versions as of the look.
     fn claimable(
         &self,
         filter: &ClaimFilter,
         limit: u32,
-    ) -> impl Future<Output = Result<Vec<(Uuid, Uuid)>, AppError>> + Send;
+    ) -> impl Future<Output = Result<Vec<ClaimableTurn>, AppError>> + Send;
 
     /// A heartbeat: moves the `turn_lease` row of (`turn_id`, `turn_epoch`) to `until` if
     /// it is still live at `now`; answers the new expiry, or `None` when the claim no

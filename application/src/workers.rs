@@ -22,7 +22,7 @@ use uuid::Uuid;
 
 use crate::bus::EventMetadata;
 use crate::log::LogPosition;
-use crate::sagas::{ClaimFilter, SagaEngine, SagaStore};
+use crate::sagas::{ClaimFilter, ClaimableTurn, SagaEngine, SagaStore};
 use crate::views::TurnView;
 use crate::AppError;
 
@@ -222,7 +222,7 @@ struct Candidates {
     /// When.
     at: tokio::time::Instant,
     /// (turn, conversation), oldest first.
-    turns: Arc<Vec<(Uuid, Uuid)>>,
+    turns: Arc<Vec<ClaimableTurn>>,
 }
 
 /// Counts the claimants trying candidates at once.
@@ -340,7 +340,7 @@ impl<S: SagaStore> Workers<S> {
     }
 
     /// The shared look for `filter` taken after ring `rung`, while it is fresh.
-    fn shared_look(&self, filter: &ClaimFilter, rung: u64) -> Option<Arc<Vec<(Uuid, Uuid)>>> {
+    fn shared_look(&self, filter: &ClaimFilter, rung: u64) -> Option<Arc<Vec<ClaimableTurn>>> {
         let mut looks = self.lock_candidates();
         looks.retain(|_, c| c.at.elapsed() < SHARED_LOOK);
         looks
@@ -356,7 +356,7 @@ impl<S: SagaStore> Workers<S> {
         &self,
         request: &ClaimRequest,
         metadata: &EventMetadata,
-        turns: &[(Uuid, Uuid)],
+        turns: &[ClaimableTurn],
     ) -> Result<Option<Claimed>, AppError> {
         if turns.is_empty() {
             return Ok(None);
@@ -364,14 +364,16 @@ impl<S: SagaStore> Workers<S> {
         let _trying = Trying::new(&self.trying);
         let start = _trying.others % turns.len();
         let rotated = turns[start..].iter().chain(&turns[..start]);
-        for &(turn_id, conversation) in rotated {
+        for candidate in rotated {
+            let turn_id = candidate.turn_id;
             let op = WorkerOp::Claim {
                 worker: request.worker.clone(),
                 lease: request.lease,
             };
+            let seen = Some((candidate.conversation_id, candidate.version));
             let done = self
                 .engine
-                .worker(turn_id, Some(conversation), op, metadata.clone())
+                .worker(turn_id, seen, op, metadata.clone())
                 .await?;
             // Not claimable any more (another claimant was first): the next one.
             let Ok(done) = done else { continue };

@@ -23,8 +23,8 @@ pub mod query;
 use chrono::{DateTime, Utc};
 use pm_application::log::{LogPosition, LoggedEvent};
 use pm_application::sagas::{
-    ClaimFilter, CommitError, Committed, SagaStore, SagaWrite, StoredConversation, StoredSnapshot,
-    SAGAS,
+    ClaimFilter, ClaimableTurn, CommitError, Committed, SagaStore, SagaWrite, StoredConversation,
+    StoredSnapshot, SAGAS,
 };
 use pm_application::AppError;
 use pm_domain::saga::Deadline;
@@ -94,7 +94,7 @@ impl SagaStore for DbSagaStore {
         &self,
         filter: &ClaimFilter,
         limit: u32,
-    ) -> Result<Vec<(Uuid, Uuid)>, AppError> {
+    ) -> Result<Vec<ClaimableTurn>, AppError> {
         leases::claimable(&self.db, filter, limit).await
     }
 

@@ -466,7 +466,7 @@ impl<S: SagaStore> SagaEngine<S> {
             },
         };
         let input = || Input::Control(control.clone());
-        match self.one(conversation, input, &metadata, |_| ()).await {
+        match self.one(conversation, None, input, &metadata, |_| ()).await {
             Ok(done) => Ok(done.map(|d| (conversation, d.position))),
             Err(OneError::App(e)) => Err(e),
             // A control decides on no lease.
@@ -477,8 +477,9 @@ impl<S: SagaStore> SagaEngine<S> {
     }
 
     /// A worker's request on a turn (WORKERS.md), decided on its conversation's machines
-    /// (`conversation` when the caller knows it, else looked up) and committed with the
-    /// leases it was decided on; answers the turn's row after it.
+    /// (`seen`: the conversation and the version a claimable look saw the turn at, when the
+    /// caller knows them; else looked up) and committed with the leases it was decided on;
+    /// answers the turn's row after it.
     ///
     /// # Errors
     /// `Ok(Err(ControlError))` when the machine refuses it, or when the lease it relied on
@@ -488,14 +489,14 @@ impl<S: SagaStore> SagaEngine<S> {
     pub async fn worker(
         &self,
         turn_id: Uuid,
-        conversation: Option<Uuid>,
+        seen: Option<(Uuid, i64)>,
         op: WorkerOp,
         metadata: EventMetadata,
     ) -> Result<Result<WorkerDone, ControlError>, AppError> {
-        let conversation = match conversation {
-            Some(c) => c,
+        let (conversation, seen) = match seen {
+            Some((c, version)) => (c, Some(version)),
             None => match self.store.turn_conversation(turn_id).await? {
-                Some(c) => c,
+                Some(c) => (c, None),
                 None => return Ok(Err(ControlError::TurnNotFound)),
             },
         };
@@ -505,7 +506,7 @@ impl<S: SagaStore> SagaEngine<S> {
             op: op.clone(),
         };
         let read = |sagas: &pm_domain::saga::Sagas| sagas.turn_view(turn_id);
-        match self.one(conversation, input, &metadata, read).await {
+        match self.one(conversation, seen, input, &metadata, read).await {
             Ok(done) => Ok(done.map(|d| WorkerDone {
                 conversation,
                 position: d.position,
@@ -525,10 +526,12 @@ impl<S: SagaStore> SagaEngine<S> {
 
     /// Decides one input on one conversation and commits it, deciding again (reloaded)
     /// when another writer changed the conversation meanwhile; `read` takes what the
-    /// caller wants from the machines after the input.
+    /// caller wants from the machines after the input. `seen`: a version of the
+    /// conversation the caller read (machines cached at it or later are current).
     async fn one<T>(
         &self,
         conversation: Uuid,
+        seen: Option<i64>,
         input: impl Fn() -> Input<'static>,
         metadata: &EventMetadata,
         read: impl Fn(&pm_domain::saga::Sagas) -> T,
@@ -554,8 +557,15 @@ impl<S: SagaStore> SagaEngine<S> {
                 Err(refused) => {
                     if cached && !checked {
                         checked = true;
-                        let stored = self.store.conversation_version(conversation).await?;
-                        if stored != machines.version {
+                        let current = match seen {
+                            // Versions only grow: no read needed.
+                            Some(version) => machines.version >= version,
+                            None => {
+                                self.store.conversation_version(conversation).await?
+                                    == machines.version
+                            }
+                        };
+                        if !current {
                             forget(&mut held);
                             continue;
                         }

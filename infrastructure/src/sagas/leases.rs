@@ -6,7 +6,7 @@
 
 use chrono::{DateTime, Utc};
 use pm_application::log::LogPosition;
-use pm_application::sagas::{ClaimFilter, CommitError};
+use pm_application::sagas::{ClaimFilter, ClaimableTurn, CommitError};
 use pm_application::AppError;
 use pm_domain::saga::LeaseHeld;
 use uuid::Uuid;
@@ -49,15 +49,17 @@ pub async fn turn_logged_through(
 }
 
 /// Claimable turns (dispatched, or streaming with no claim; the session active), oldest
-/// first: (turn, conversation).
+/// first, with their conversations' versions (read in the same statement).
 pub async fn claimable(
     db: &Database,
     filter: &ClaimFilter,
     limit: u32,
-) -> Result<Vec<(Uuid, Uuid)>, AppError> {
+) -> Result<Vec<ClaimableTurn>, AppError> {
     let mut sql = String::from(
-        "SELECT t.id::text AS id, t.conversation_id::text AS conversation_id FROM saga_turns t \
+        "SELECT t.id::text AS id, t.conversation_id::text AS conversation_id, \
+         v.version::bigint AS version FROM saga_turns t \
          JOIN saga_sessions s ON s.conversation_id = t.conversation_id \
+         JOIN saga_conversations v ON v.conversation_id = t.conversation_id \
          WHERE (t.state = 'dispatched' OR (t.state = 'streaming' AND t.lease_worker IS NULL)) \
          AND s.state = 'active'",
     );
@@ -83,7 +85,13 @@ pub async fn claimable(
     sql.push_str(&format!(" ORDER BY t.created_at, t.id LIMIT {p}"));
     let rows = db.fetch_all(&sql, args).await.map_err(store_error)?;
     rows.iter()
-        .map(|r| Ok((r.uuid("id")?, r.uuid("conversation_id")?)))
+        .map(|r| {
+            Ok(ClaimableTurn {
+                turn_id: r.uuid("id")?,
+                conversation_id: r.uuid("conversation_id")?,
+                version: r.int("version")?,
+            })
+        })
         .collect::<Result<_, sqlx::Error>>()
         .map_err(store_error)
 }

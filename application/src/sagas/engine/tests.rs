@@ -137,7 +137,7 @@ impl SagaStore for FakeStore {
         &self,
         _: &crate::sagas::ClaimFilter,
         _: u32,
-    ) -> Result<Vec<(Uuid, Uuid)>, AppError> {
+    ) -> Result<Vec<crate::sagas::ClaimableTurn>, AppError> {
         Ok(Vec::new())
     }
 
