@@ -431,14 +431,15 @@ impl<S: SagaStore> SagaEngine<S> {
             turn: None,
         };
         let mut held = self.slots.hold_all(&BTreeSet::from([conversation])).await;
-        for attempt in 1..=ATTEMPTS {
+        for _ in 0..ATTEMPTS {
             self.load(&mut held, &BTreeSet::new()).await?;
             let mut write = SagaWrite::default();
             let input = Input::Restart { overdue: &overdue };
             self.decide(&mut held, &mut write, conversation, input, now, &metadata)?;
             match self.commit(&mut held, write, None).await {
                 Ok(_) => return Ok(1),
-                Err(CommitError::Conflict { .. }) if attempt < ATTEMPTS => {}
+                // After the last attempt: `concurrency_conflict` (409), below.
+                Err(CommitError::Conflict { .. }) => {}
                 Err(e) => return Err(commit_error(e)),
             }
         }
@@ -541,7 +542,7 @@ impl<S: SagaStore> SagaEngine<S> {
         // cached here that another replica changed the conversation: one decided on a
         // cached copy is answered only once the stored version says the copy is current.
         let mut checked = false;
-        for attempt in 1..=ATTEMPTS {
+        for _ in 0..ATTEMPTS {
             let cached = held.get(&conversation).is_some_and(|slot| slot.is_some());
             self.load(&mut held, &BTreeSet::new()).await?;
             let now = self.clock.now();
@@ -587,7 +588,8 @@ impl<S: SagaStore> SagaEngine<S> {
                         read: value,
                     }))
                 }
-                Err(CommitError::Conflict { .. }) if attempt < ATTEMPTS => {}
+                // After the last attempt: `concurrency_conflict` (409), below.
+                Err(CommitError::Conflict { .. }) => {}
                 Err(CommitError::LeaseGone { .. }) => return Err(OneError::LeaseGone),
                 Err(e) => return Err(commit_error(e).into()),
             }

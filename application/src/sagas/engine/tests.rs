@@ -35,6 +35,8 @@ struct Stored {
     snapshots: HashMap<Uuid, StoredSnapshot>,
     /// Runes each load returned.
     loaded_runes: Vec<usize>,
+    /// A conversation another writer moves on before every commit that touches it.
+    contended: Option<Uuid>,
 }
 
 /// A commit of `conversation` waits at the gate until released.
@@ -169,6 +171,11 @@ impl SagaStore for FakeStore {
             if let Some((from, _)) = batch {
                 if s.cursor != from {
                     return Err(CommitError::CursorMoved);
+                }
+            }
+            if let Some(c) = s.contended {
+                if write.conversations.iter().any(|(w, _)| *w == c) {
+                    *s.versions.entry(c).or_default() += 1;
                 }
             }
             let conflicts: Vec<Uuid> = write
@@ -616,6 +623,27 @@ async fn given_machines_cached_here_and_changed_by_another_replica_when_a_contro
         .expect("stored");
     assert!(refused.is_err(), "paused twice: {refused:?}");
     assert_eq!(world.store.loads(a), loads + 1);
+}
+
+#[tokio::test]
+async fn given_a_conversation_another_writer_keeps_moving_when_a_control_has_tried_every_attempt_then_it_is_a_concurrency_conflict(
+) {
+    let a = Uuid::new_v4();
+    let mut world = World::new(SagaConfig::default());
+    world.started(&[a]).await;
+    let active = vec![world.log.human_says(a)];
+    world.apply(active).await;
+    world.store.with(|s| s.contended = Some(a));
+    let commits = world.store.with(|s| s.commits);
+    let refused = world
+        .engine
+        .control(ControlTarget::Session(a), pause(), metadata())
+        .await;
+    assert!(
+        matches!(refused, Err(AppError::ConcurrencyConflict { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(world.store.with(|s| s.commits), commits, "nothing written");
 }
 
 impl World {
