@@ -320,3 +320,48 @@ on_both_backends!(
     concurrent_appends_are_each_answered_once,
     rows_in_a_transaction_move_a_cursor_with_them_or_vanish,
 );
+
+/// A database that is away (nothing listens on its port) makes the group commit's batch
+/// wait its pool's whole acquire timeout; the commands that queued behind that batch are
+/// answered with it instead of waiting a timeout of their own, so no command of an outage
+/// waits much longer than one acquire timeout. (PostgreSQL's group commit only; needs no
+/// server.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_database_away_commands_queued_behind_a_batch_fail_with_it() {
+    use std::time::{Duration, Instant};
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let timeout = Duration::from_millis(400);
+    let options: sqlx::postgres::PgConnectOptions = format!("postgres://pm@127.0.0.1:{port}/pm")
+        .parse()
+        .expect("url");
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .acquire_timeout(timeout)
+        .connect_lazy_with(options);
+    let appender = Appender::new(Database::Postgres(pool), watch::channel(0).0);
+    let send = |id: String| {
+        let appender = appender.clone();
+        tokio::spawn(async move {
+            let sent = Instant::now();
+            let answer = appender.append(vec![row(&id, 1)], None, None).await;
+            (answer, sent.elapsed())
+        })
+    };
+    let first = send("first".into());
+    // The first batch is waiting for its connection when these arrive.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let queued: Vec<_> = (0..8).map(|i| send(format!("queued-{i}"))).collect();
+    for task in std::iter::once(first).chain(queued) {
+        let (answer, took) = task.await.expect("joined");
+        assert!(
+            matches!(answer, Err(AppendFailure::Unavailable(_))),
+            "{answer:?}"
+        );
+        assert!(
+            took < timeout + Duration::from_millis(200),
+            "answered after {took:?}, more than one acquire timeout ({timeout:?})"
+        );
+    }
+}

@@ -139,11 +139,22 @@ async fn worker(pool: PgPool, queue: Arc<Mutex<mpsc::Receiver<Job>>>, max_batch:
                 }
             }
         }
-        write(&pool, jobs).await;
+        if let Some(away) = write(&pool, jobs).await {
+            // The batch waited the whole acquire timeout for a connection: the database is
+            // away. Commands that queued meanwhile are answered the same at once rather
+            // than after a second timeout of their own, so an outage answers every command
+            // within one acquire timeout. Nothing of theirs was written; a retry may pass.
+            let mut queue = queue.lock().await;
+            while let Ok(job) = queue.try_recv() {
+                job.answer(Err(away.clone()));
+            }
+        }
     }
 }
 
-async fn write(pool: &PgPool, jobs: Vec<Job>) {
+/// Writes one batch and answers its commands; answers the failure when the batch waited
+/// in vain for a connection (the database is away).
+async fn write(pool: &PgPool, jobs: Vec<Job>) -> Option<AppendFailure> {
     metrics::histogram!("pm_append_batch_events").record(jobs.len() as f64);
     // Two unclaimed rows with one key cannot both be written: the second is skipped, as
     // if the first had committed before it (one replica runs one request per key at a
@@ -207,8 +218,10 @@ async fn write(pool: &PgPool, jobs: Vec<Job>) {
             for job in jobs {
                 job.answer(Err(error.clone()));
             }
+            return matches!(e, sqlx::Error::PoolTimedOut).then_some(error);
         }
     }
+    None
 }
 
 /// The batch's one statement.
