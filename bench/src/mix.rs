@@ -214,11 +214,11 @@ fn begin_work() -> CreateConversationCheckpointInput {
     }
 }
 
-fn task(checkpoint: Uuid, assignee: Uuid) -> CreateTaskInput {
+fn task(checkpoint: Uuid, assignee: Option<Uuid>) -> CreateTaskInput {
     CreateTaskInput {
         checkpoint_id: checkpoint,
         instructions: content("bench: patch the middleware"),
-        assigned_to: Some(assignee),
+        assigned_to: assignee,
     }
 }
 
@@ -230,7 +230,10 @@ fn progress(t: TaskCheckpointType) -> CreateTaskCheckpointInput {
 ///
 /// # Errors
 /// When the service refuses or cannot be reached.
-pub async fn world(client: &Client) -> Result<World, Error> {
+/// `tasks` tasks, assigned to the AI when `assigned` (each then has a task turn, queued
+/// behind the AI's active turn, so each `WORK_STARTED` of the mix is an anomaly the sagas
+/// record).
+pub async fn world(client: &Client, tasks: usize, assigned: bool) -> Result<World, Error> {
     let ai = client
         .register_actor(RegisterActorInput {
             kind: ActorKind::Ai,
@@ -248,10 +251,11 @@ pub async fn world(client: &Client) -> Result<World, Error> {
         .create_conversation_checkpoint(conversation.id, begin_work())
         .await?
         .entity;
-    let mut tasks = Vec::new();
-    for _ in 0..64 {
+    let count = tasks;
+    let mut tasks = Vec::with_capacity(count);
+    for _ in 0..count {
         let t = client
-            .create_task(conversation.id, task(checkpoint.id, ai))
+            .create_task(conversation.id, task(checkpoint.id, assigned.then_some(ai)))
             .await?;
         tasks.push(t.entity.id);
     }
@@ -339,7 +343,7 @@ impl Worker {
                 self.checkpoint.is_some()
             }
             (1, Some(cp), _) | (_, Some(cp), None) => {
-                let r = c.create_task(cid, task(cp, w.ai)).await;
+                let r = c.create_task(cid, task(cp, Some(w.ai))).await;
                 self.task = tally.command(t, r).map(|t| t.id);
                 self.task.is_some()
             }
