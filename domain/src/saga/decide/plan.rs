@@ -36,6 +36,16 @@ impl Step<'_> {
             .is_some_and(|p| p.tasks().contains_key(&task_id))
     }
 
+    /// Whether the plan holds `task_id` as started already: another `WORK_STARTED` (a
+    /// resumption after `WORK_PAUSED`, a repeat) moves it nowhere, so it records no
+    /// `plan.task_started` (a rune is an edge of the plan's view, and there is none).
+    pub(super) fn plan_task_started(&self, task_id: Uuid) -> bool {
+        self.s
+            .plan()
+            .and_then(|p| p.tasks().get(&task_id))
+            .is_some_and(|t| t.status == PlanTaskStatus::Started)
+    }
+
     /// `plan.state.changed` along an ECHS edge.
     pub(super) fn plan_move(&mut self, to: PlanState, trigger: &str) {
         if let Some(from) = self.plan_state() {

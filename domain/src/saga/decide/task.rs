@@ -105,7 +105,10 @@ impl Step<'_> {
         let report = |reason: &str| format!("{kind} {} for task {task_id}: {reason}", fact.id);
         match (kind, last, state) {
             (T::WorkStarted, _, _) => {
-                if self.plan_has_task(task_id) && self.plan_execute("auto_start", Review::Retry) {
+                if self.plan_has_task(task_id)
+                    && self.plan_execute("auto_start", Review::Retry)
+                    && !self.plan_task_started(task_id)
+                {
                     self.plan(PlanRune::TaskStarted(TaskStarted { task_id }));
                 }
                 match (last, state, agent_id) {

@@ -123,6 +123,29 @@ fn given_executing_when_tasks_start_and_complete_then_task_runes_until_all_are_d
 }
 
 #[test]
+fn given_a_started_task_when_work_started_again_then_no_plan_rune() {
+    let (mut w, a, _) = executing();
+    w.task_checkpoint(a, K::WorkStarted);
+    let (_, out) = w.task_checkpoint(a, K::WorkStarted);
+    assert!(plan(&out).is_empty(), "{:?}", plan(&out));
+    w.task_checkpoint(a, K::WorkPaused);
+    let (_, out) = w.task_checkpoint(a, K::WorkStarted);
+    assert!(plan(&out).is_empty(), "a resumption: {:?}", plan(&out));
+    assert_eq!(w.plan_state(), Some(P::Executing));
+}
+
+#[test]
+fn given_blocked_with_a_started_task_when_it_is_started_again_then_executing_and_no_task_rune() {
+    let (mut w, a, _) = executing();
+    w.task_checkpoint(a, K::WorkStarted);
+    w.llm_says();
+    w.checkpoint(C::NeedInformation);
+    assert_eq!(w.plan_state(), Some(P::Blocked));
+    let (_, out) = w.task_checkpoint(a, K::WorkStarted);
+    assert_eq!(plan(&out), ["blocked>executing:dependency_resolved"]);
+}
+
+#[test]
 fn given_reviewing_when_work_rejected_then_critique_and_back_to_executing() {
     let (mut w, a, _) = reviewing();
     let (_, out) = w.task_checkpoint(a, K::WorkRejected);
