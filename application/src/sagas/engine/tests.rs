@@ -375,6 +375,16 @@ impl World {
         }
         self.apply(events).await;
     }
+
+    /// A world with one started conversation whose person has spoken (its session active).
+    async fn active() -> (Self, Uuid) {
+        let a = Uuid::new_v4();
+        let mut world = World::new(SagaConfig::default());
+        world.started(&[a]).await;
+        let active = vec![world.log.human_says(a)];
+        world.apply(active).await;
+        (world, a)
+    }
 }
 
 fn pause() -> Control {
@@ -540,11 +550,7 @@ async fn given_more_conversations_than_the_cache_holds_then_it_keeps_its_limit_a
 #[tokio::test]
 async fn given_a_control_cancelled_while_it_commits_when_the_next_control_comes_then_it_decides_on_what_was_stored(
 ) {
-    let a = Uuid::new_v4();
-    let mut world = World::new(SagaConfig::default());
-    world.started(&[a]).await;
-    let active = vec![world.log.human_says(a)];
-    world.apply(active).await;
+    let (world, a) = World::active().await;
     *world
         .store
         .gate
@@ -588,11 +594,7 @@ async fn given_a_control_cancelled_while_it_commits_when_the_next_control_comes_
 #[tokio::test]
 async fn given_machines_cached_here_and_changed_by_another_replica_when_a_control_is_refused_on_them_then_it_is_decided_again_on_what_was_stored(
 ) {
-    let a = Uuid::new_v4();
-    let mut world = World::new(SagaConfig::default());
-    world.started(&[a]).await;
-    let active = vec![world.log.human_says(a)];
-    world.apply(active).await;
+    let (world, a) = World::active().await;
     let paused = world
         .engine
         .control(ControlTarget::Session(a), pause(), metadata())
@@ -628,11 +630,7 @@ async fn given_machines_cached_here_and_changed_by_another_replica_when_a_contro
 #[tokio::test]
 async fn given_a_conversation_another_writer_keeps_moving_when_a_control_has_tried_every_attempt_then_it_is_a_concurrency_conflict(
 ) {
-    let a = Uuid::new_v4();
-    let mut world = World::new(SagaConfig::default());
-    world.started(&[a]).await;
-    let active = vec![world.log.human_says(a)];
-    world.apply(active).await;
+    let (world, a) = World::active().await;
     world.store.with(|s| s.contended = Some(a));
     let commits = world.store.with(|s| s.commits);
     let refused = world
