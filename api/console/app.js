@@ -12,6 +12,31 @@ let pending = null;
 let rendering = false;
 let again = false;
 
+// A pointer pressed on the page: the view is not replaced until it is released, since a
+// click whose button is swapped out between press and release is never delivered (a live
+// update landing mid-click swallowed the operator's Approve).
+let pressed = false;
+let onRelease = [];
+document.addEventListener('pointerdown', () => { pressed = true; }, true);
+for (const type of ['pointerup', 'pointercancel']) {
+  document.addEventListener(type, () => {
+    pressed = false;
+    // After the click this release completes has been dispatched.
+    const waiting = onRelease;
+    onRelease = [];
+    setTimeout(() => waiting.forEach((resolve) => resolve()), 0);
+  }, true);
+}
+/** Resolves once no pointer is pressed (at most a second later: a release outside the
+ * window may never be seen). */
+function released() {
+  if (!pressed) return Promise.resolve();
+  return new Promise((resolve) => {
+    onRelease.push(resolve);
+    setTimeout(resolve, 1000);
+  });
+}
+
 function route() {
   const hash = location.hash || '#/overview';
   const match = hash.match(/^#\/conversations\/([0-9a-f-]{36})$/);
@@ -39,6 +64,7 @@ async function render() {
     const focused = document.activeElement && document.activeElement.dataset
       ? document.activeElement.dataset.key : undefined;
     const node = await current.render(ctx);
+    await released();
     $('view').replaceChildren(node);
     if (focused) {
       const back = $('view').querySelector(`[data-key="${CSS.escape(focused)}"]`);

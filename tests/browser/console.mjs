@@ -143,8 +143,15 @@ try {
   await card.getByText('runs commands on the build host').waitFor();
   await card.getByText('cargo test').waitFor();
   await screenshot(page, 'approvals');
-  await card.getByRole('button', { name: 'Approve' }).click();
-  await page.getByRole('dialog').getByRole('button', { name: 'Confirm' }).click();
+  // A live update that lands between the press and the release of a click does not
+  // swallow it: the page is re-rendered only once the button is released.
+  await card.getByRole('button', { name: 'Approve' }).hover();
+  await page.mouse.down();
+  await api('ingress', 'POST', '/v1/actors', { kind: 'human', display_name: 'Passer-by' });
+  await page.waitForTimeout(800);
+  await page.mouse.up();
+  await page.getByRole('dialog').getByRole('button', { name: 'Confirm' }).click({ timeout: 5000 });
+  step('a click held across a live update is delivered');
   await card.waitFor({ state: 'detached' });
   const call = await api('admin', 'GET', `/v1/turns/${claim.turn.id}/tool-calls/c1`);
   assert.equal(call.state, 'executing');
