@@ -165,6 +165,13 @@ impl IntoResponse for ApiError {
         if self.code == KEY_IN_USE {
             response.extensions_mut().insert(KeyTaken);
         }
+        if self.status == StatusCode::PAYLOAD_TOO_LARGE {
+            // The rest of the body is never read, so the connection ends with this answer:
+            // say so, or a client sends its next request on a connection being closed.
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
         if self.status == StatusCode::UNAUTHORIZED {
             response
                 .headers_mut()

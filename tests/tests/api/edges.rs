@@ -56,8 +56,11 @@ async fn bodies_over_the_limit_are_413(db: TestDb) {
     let big = json!({"kind": "human", "display_name": "A".repeat(1000)});
     let r = svc.post(None, "/v1/actors", &big).await;
     assert_problem(&r, 413, "payload_too_large");
+    // The unread rest of the body ends the connection: the client is told not to reuse it.
+    assert_eq!(r.header("connection"), Some("close"));
     let keyed = post_with(&svc, None, "/v1/actors", &big, &[("idempotency-key", "k")]).await;
     assert_problem(&keyed, 413, "payload_too_large");
+    assert_eq!(keyed.header("connection"), Some("close"));
     // Without Content-Length (chunked), the limit still holds.
     let chunks: Vec<Result<Vec<u8>, std::io::Error>> = vec![Ok(big.to_string().into_bytes())];
     let chunked = svc
