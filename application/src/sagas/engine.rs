@@ -207,7 +207,8 @@ impl<S: SagaStore> SagaEngine<S> {
             }
             match self.commit(&mut held, write, Some((from, last))).await {
                 Ok(_) => return Ok(last),
-                Err(CommitError::Conflict { .. }) if attempt < ATTEMPTS => {}
+                // After the last attempt: transient, below (the batch is read again).
+                Err(CommitError::Conflict { .. }) => {}
                 Err(CommitError::CursorMoved) => return Err(BatchError::CursorMoved),
                 Err(e) => return Err(BatchError::Transient(e.to_string())),
             }
