@@ -85,7 +85,8 @@ struct Args {
     /// The tasks the `task-checkpoints` mix spreads its checkpoints over (and `read` reads):
     /// with `--concurrency` near it, commands on one task often wait for each other (one
     /// task's checkpoints are appended one after another).
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     tasks: usize,
     /// The tasks have no assignee: no task turns, so the sagas record nothing for their
     /// checkpoints (by default they are the AI's, and each `WORK_STARTED` of
@@ -194,7 +195,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         None => None,
     };
     eprintln!("setting up the bench world at {}", args.url);
-    let world = mix::world(&c, args.tasks.max(1), !args.unassigned_tasks).await?;
+    let world = mix::world(&c, args.tasks, !args.unassigned_tasks).await?;
     if args.mix != Mix::Workers {
         let head = log_head(&c, &world).await?;
         let report = load(&args, &c, &world, head, raw, args.rate, None).await?;

@@ -226,14 +226,13 @@ fn progress(t: TaskCheckpointType) -> CreateTaskCheckpointInput {
     CreateTaskCheckpointInput { checkpoint_type: t }
 }
 
-/// Makes the [`World`].
+/// Makes the [`World`] with `count` tasks, assigned to the AI when `assigned` (each then has
+/// a task turn, queued behind the AI's active turn, so each `WORK_STARTED` of the mix is an
+/// anomaly the sagas record).
 ///
 /// # Errors
 /// When the service refuses or cannot be reached.
-/// `tasks` tasks, assigned to the AI when `assigned` (each then has a task turn, queued
-/// behind the AI's active turn, so each `WORK_STARTED` of the mix is an anomaly the sagas
-/// record).
-pub async fn world(client: &Client, tasks: usize, assigned: bool) -> Result<World, Error> {
+pub async fn world(client: &Client, count: usize, assigned: bool) -> Result<World, Error> {
     let ai = client
         .register_actor(RegisterActorInput {
             kind: ActorKind::Ai,
@@ -251,7 +250,6 @@ pub async fn world(client: &Client, tasks: usize, assigned: bool) -> Result<Worl
         .create_conversation_checkpoint(conversation.id, begin_work())
         .await?
         .entity;
-    let count = tasks;
     let mut tasks = Vec::with_capacity(count);
     for _ in 0..count {
         let t = client
