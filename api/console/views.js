@@ -176,6 +176,7 @@ export async function conversation(ctx, id) {
     section('Timeline', events.length
       ? h('ol', { class: 'timeline', reversed: true }, events.map((e) => h('li', {},
         time(e.time), ' ', h('strong', {}, e.type), ' ', h('span', { class: 'meta' }, `#${e.position}`), ' ',
+        h('span', { class: 'principal', title: 'who caused it' }, `by ${e.principal || '—'}`), ' ',
         h('code', {}, summary(e.data)))))
       : h('p', { class: 'empty' }, 'No events yet.')));
 }

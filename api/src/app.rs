@@ -60,6 +60,9 @@ pub enum StartError {
     /// The webhooks' HTTP client.
     #[error("webhooks: {0}")]
     Webhooks(String),
+    /// The principals file or the identity provider's key set.
+    #[error("principals: {0}")]
+    Principals(String),
 }
 
 /// How often a replica confirms it still owns its processors and tries to take over the
@@ -151,6 +154,18 @@ impl Application {
     /// [`StartError`] naming what failed.
     pub async fn build_with(config: &Config, hooks: Hooks) -> Result<Self, StartError> {
         let tokens = config.validate()?;
+        let jwt = match config.jwt()? {
+            Some(settings) => Some(
+                crate::auth::jwt::JwtVerifier::new(settings)
+                    .await
+                    .map_err(StartError::Principals)?,
+            ),
+            None => None,
+        };
+        let auth = Arc::new(
+            crate::auth::Authenticator::new(tokens, config.principals_file.clone(), jwt)
+                .map_err(StartError::Principals)?,
+        );
         let db = Database::connect(
             config.database_url(),
             config.db_pool_size,
@@ -297,7 +312,7 @@ impl Application {
             ),
             owner,
             db,
-            tokens,
+            auth,
             metrics: metrics_handle(),
             shutdown: CancellationToken::new(),
             log_poll: config.log_poll(),
@@ -360,6 +375,7 @@ impl Application {
             token.clone(),
         ));
         let bell = spawn_claim_bell(&self.state, token.clone());
+        let reload = spawn_principals_reload(self.state.auth.clone(), token.clone());
         let doorbells = self
             .nats
             .clone()
@@ -389,6 +405,7 @@ impl Application {
         monitor.abort();
         tail.abort();
         bell.abort();
+        reload.abort();
         if let Some(doorbells) = doorbells {
             doorbells.abort();
         }
@@ -461,6 +478,41 @@ fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     socket.set_reuseaddr(true)?;
     socket.bind(addr)?;
     socket.listen(4096)
+}
+
+/// Reads the principals file again on each `SIGHUP` (TRUST.md): a removed token is refused
+/// from the next request on; a bad file keeps the principals as they were and says why.
+fn spawn_principals_reload(
+    auth: Arc<crate::auth::Authenticator>,
+    token: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            let mut hangups = match signal(SignalKind::hangup()) {
+                Ok(hangups) => hangups,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot listen for SIGHUP: the principals file is read only at start");
+                    return;
+                }
+            };
+            loop {
+                tokio::select! {
+                    () = token.cancelled() => return,
+                    got = hangups.recv() => if got.is_none() { return },
+                }
+                match auth.reload() {
+                    Ok(tokens) => tracing::info!(tokens, "SIGHUP: principals reloaded"),
+                    Err(e) => {
+                        tracing::error!(error = %e, "SIGHUP: the principals file is not valid; the principals stay as they were")
+                    }
+                }
+            }
+        }
+        #[cfg(not(unix))]
+        token.cancelled().await;
+    })
 }
 
 fn spawn_idempotency_purge(

@@ -37,6 +37,28 @@ pub struct Config {
     )]
     pub auth_tokens: String,
 
+    /// A principals file (TRUST.md): `{"principals": [{"name", "token_sha256", "roles",
+    /// "organizations", "actors"?}]}`, read at start and again on `SIGHUP`.
+    #[arg(long, env = "PM_PRINCIPALS_FILE")]
+    pub principals_file: Option<std::path::PathBuf>,
+
+    /// The identity provider's key set (JWKS) by URL: JWT bearer tokens are accepted.
+    #[arg(long, env = "PM_JWT_JWKS_URL", conflicts_with = "jwt_jwks_file")]
+    pub jwt_jwks_url: Option<String>,
+
+    /// The identity provider's key set (JWKS) as a file, read again for a token whose key
+    /// it does not hold.
+    #[arg(long, env = "PM_JWT_JWKS_FILE")]
+    pub jwt_jwks_file: Option<std::path::PathBuf>,
+
+    /// The `iss` every JWT must carry (required with a key set).
+    #[arg(long, env = "PM_JWT_ISSUER")]
+    pub jwt_issuer: Option<String>,
+
+    /// The `aud` every JWT must carry (required with a key set).
+    #[arg(long, env = "PM_JWT_AUDIENCE")]
+    pub jwt_audience: Option<String>,
+
     /// Largest accepted request body in bytes.
     #[arg(long, env = "PM_MAX_BODY_BYTES", default_value_t = 1024 * 1024)]
     pub max_body_bytes: usize,
@@ -277,10 +299,14 @@ pub enum ConfigError {
     /// `PM_AUTH_TOKENS` does not parse.
     #[error("PM_AUTH_TOKENS: {0}")]
     Tokens(String),
+    /// JWT settings that cannot work.
+    #[error("{0}")]
+    Jwt(String),
     /// Open mode on a non-loopback address.
     #[error(
-        "PM_BIND={0}: no PM_AUTH_TOKENS are configured, so the service runs open and \
-         refuses to listen on anything but a loopback address; configure tokens or bind to 127.0.0.1"
+        "PM_BIND={0}: no PM_AUTH_TOKENS, PM_PRINCIPALS_FILE or PM_JWT_* are configured, so the \
+         service runs open and refuses to listen on anything but a loopback address; configure \
+         principals or bind to 127.0.0.1"
     )]
     OpenOnNonLoopback(SocketAddr),
     /// `PM_MAX_BODY_BYTES` is zero.
@@ -390,13 +416,42 @@ impl Config {
         Caches::of_mib(self.cache_mb)
     }
 
+    /// The identity provider's settings, when JWTs are accepted.
+    ///
+    /// # Errors
+    /// [`ConfigError::Jwt`] when a key set lacks its issuer or audience, or they lack it.
+    pub fn jwt(&self) -> Result<Option<crate::auth::jwt::JwtSettings>, ConfigError> {
+        use crate::auth::jwt::{JwksSource, JwtSettings};
+        let jwks = match (&self.jwt_jwks_url, &self.jwt_jwks_file) {
+            (Some(url), _) => Some(JwksSource::Url(url.clone())),
+            (None, Some(path)) => Some(JwksSource::File(path.clone())),
+            (None, None) => None,
+        };
+        match (jwks, &self.jwt_issuer, &self.jwt_audience) {
+            (Some(jwks), Some(issuer), Some(audience)) => Ok(Some(JwtSettings {
+                jwks,
+                issuer: issuer.clone(),
+                audience: audience.clone(),
+            })),
+            (None, None, None) => Ok(None),
+            (Some(_), _, _) => Err(ConfigError::Jwt(
+                "PM_JWT_ISSUER and PM_JWT_AUDIENCE are required with PM_JWT_JWKS_URL or PM_JWT_JWKS_FILE".into(),
+            )),
+            (None, _, _) => Err(ConfigError::Jwt(
+                "PM_JWT_ISSUER and PM_JWT_AUDIENCE need PM_JWT_JWKS_URL or PM_JWT_JWKS_FILE".into(),
+            )),
+        }
+    }
+
     /// Checks the settings and parses the tokens.
     ///
     /// # Errors
     /// The first bad setting.
     pub fn validate(&self) -> Result<Tokens, ConfigError> {
         let tokens = Tokens::parse(&self.auth_tokens).map_err(ConfigError::Tokens)?;
-        if tokens.is_open() && !self.bind.ip().is_loopback() {
+        let jwt = self.jwt()?;
+        let open = tokens.is_empty() && self.principals_file.is_none() && jwt.is_none();
+        if open && !self.bind.ip().is_loopback() {
             return Err(ConfigError::OpenOnNonLoopback(self.bind));
         }
         if self.max_body_bytes == 0 {

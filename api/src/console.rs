@@ -125,13 +125,23 @@ async fn sign_in(
     headers: HeaderMap,
     JsonBody(body): JsonBody<SignIn>,
 ) -> Result<Response, ApiError> {
-    if state.tokens.is_open() {
+    if state.auth.is_open() {
         return Ok(answer("open", None, "").into_response());
     }
-    let role = state
-        .tokens
-        .role_of(body.token.trim())
-        .ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "unknown token"))?;
+    let token = body.token.trim();
+    let Some(role) = state.auth.role_tokens().role_of(token) else {
+        // Cookies are keyed by the token itself, which the service knows only for
+        // PM_AUTH_TOKENS: other principals use the API (and say so, not "unknown").
+        return Err(match state.auth.authenticate(token).await {
+            Ok(_) => ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "the console signs in with the admin and analyst tokens of PM_AUTH_TOKENS; \
+                 principals of the principals file or an identity provider use the API",
+            ),
+            Err(_) => ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "unknown token"),
+        });
+    };
     if !matches!(role, Role::Admin | Role::Analyst) {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
@@ -141,7 +151,7 @@ async fn sign_in(
     }
     let ttl = i64::try_from(state.console_session_secs).unwrap_or(i64::MAX);
     let expires = chrono::Utc::now().timestamp().saturating_add(ttl);
-    let (cookie, signed_in) = session::issue(body.token.trim(), role, expires);
+    let (cookie, signed_in) = session::issue(token, role, expires);
     let mut response = answer(role.as_str(), Some(expires), &signed_in.csrf).into_response();
     let set = set_cookie(&cookie, ttl, &headers);
     response.headers_mut().insert(
@@ -153,15 +163,19 @@ async fn sign_in(
 
 /// `GET /console/session`: who is signed in, and the CSRF token; `401` when nobody is.
 async fn current(State(state): State<AppState>, headers: HeaderMap) -> Result<Response, ApiError> {
-    if state.tokens.is_open() {
+    if state.auth.is_open() {
         return Ok(answer("open", None, "").into_response());
     }
     let unauthorized =
         |detail: String| ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", detail);
     let cookie =
         session::from_headers(&headers).ok_or_else(|| unauthorized("not signed in".into()))?;
-    let signed_in = session::verify(&state.tokens, cookie, chrono::Utc::now().timestamp())
-        .map_err(|e| unauthorized(e.to_string()))?;
+    let signed_in = session::verify(
+        state.auth.role_tokens(),
+        cookie,
+        chrono::Utc::now().timestamp(),
+    )
+    .map_err(|e| unauthorized(e.to_string()))?;
     let response = answer(
         signed_in.role.as_str(),
         Some(signed_in.expires),

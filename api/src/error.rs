@@ -27,6 +27,9 @@ pub struct ApiError {
     pub code: &'static str,
     /// What went wrong, for a person.
     pub detail: String,
+    /// A `401` for a credential that was presented but is not valid (RFC 6750 §3.1:
+    /// `WWW-Authenticate: Bearer error="invalid_token"`), so a client knows to get a new one.
+    pub invalid_token: bool,
 }
 
 /// The problem+json body.
@@ -52,6 +55,15 @@ impl ApiError {
             status,
             code,
             detail: detail.into(),
+            invalid_token: false,
+        }
+    }
+
+    /// `401 unauthorized` for a token that is expired, badly signed or otherwise invalid.
+    pub fn invalid_token(detail: impl Into<String>) -> Self {
+        Self {
+            invalid_token: true,
+            ..Self::new(StatusCode::UNAUTHORIZED, "unauthorized", detail)
         }
     }
 
@@ -173,9 +185,15 @@ impl IntoResponse for ApiError {
                 .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
         if self.status == StatusCode::UNAUTHORIZED {
-            response
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            let challenge = if self.invalid_token {
+                "Bearer error=\"invalid_token\""
+            } else {
+                "Bearer"
+            };
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static(challenge),
+            );
         }
         response
     }

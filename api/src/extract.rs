@@ -203,7 +203,8 @@ impl FromRequestParts<AppState> for Ctx {
         Ok(Self(CommandContext {
             correlation_id,
             causation_id,
-            role: caller.role_name().to_string(),
+            role: caller.principal().role_label(),
+            principal: caller.principal().name().to_string(),
             idempotency_key,
             turn,
             ends: None,

@@ -100,7 +100,7 @@ fn headers(context: &RequestContext<RoleServer>) -> &HeaderMap {
 /// allowed: an error, not open mode.
 fn caller(context: &RequestContext<RoleServer>) -> Result<Caller, ErrorData> {
     parts(context)
-        .and_then(|p| p.extensions.get::<Caller>().copied())
+        .and_then(|p| p.extensions.get::<Caller>().cloned())
         .ok_or_else(|| ErrorData::internal_error("the request has no authenticated caller", None))
 }
 
@@ -128,7 +128,7 @@ impl ServerHandler for PmMcp {
         let caller = caller(&context)?;
         let tools = tools::TOOLS
             .iter()
-            .filter(|t| t.allows(caller))
+            .filter(|t| t.allows(&caller))
             .map(tools::McpTool::describe)
             .collect();
         Ok(ListToolsResult::with_all_items(tools))
@@ -147,10 +147,10 @@ impl ServerHandler for PmMcp {
             .into());
         };
         let caller = caller(&context)?;
-        if !tool.allows(caller) {
+        if !tool.allows(&caller) {
             return Ok(CallToolResult::structured_error(json!({
                 "type": "about:blank", "title": "Forbidden", "status": 403, "code": "forbidden",
-                "detail": format!("the role {} may not call {}", caller.role_name(), tool.name),
+                "detail": format!("the role {} may not call {}", caller.principal().role_label(), tool.name),
             }))
             .into());
         }

@@ -69,6 +69,7 @@ use crate::routes::{admin, commands, events, ops, queries, sagas};
         admin::processors,
         admin::parked,
         admin::rebuild_projection,
+        crate::routes::me::me,
         ops::healthz,
         ops::readyz,
         ops::metrics,

@@ -7,6 +7,7 @@ pub mod admin;
 pub mod commands;
 pub mod events;
 pub mod idempotency;
+pub mod me;
 pub mod ops;
 pub mod queries;
 pub mod sagas;

@@ -19,7 +19,7 @@ use pm_infrastructure::store::PmStore;
 use pm_infrastructure::Database;
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::Tokens;
+use crate::auth::Authenticator;
 
 /// Shared by all handlers; one `Arc` clone per use.
 #[derive(Clone)]
@@ -51,8 +51,8 @@ pub struct Shared {
     pub idempotency: Idempotency<DbIdempotencyStore, DbReplicaLiveness, DbLogReader>,
     /// The database (health checks).
     pub db: Database,
-    /// Configured tokens.
-    pub tokens: Tokens,
+    /// Every principal the service knows (reloaded on `SIGHUP`).
+    pub auth: Arc<Authenticator>,
     /// Prometheus rendering.
     pub metrics: PrometheusHandle,
     /// Cancelled at shutdown: long-lived streams end.

@@ -40,6 +40,10 @@ pub struct EventMetadata {
     pub causation_id: Option<String>,
     /// The authenticated caller's role.
     pub role: String,
+    /// Who caused it: the authenticated principal's name, or `system` for what the
+    /// service writes on its own — the audit trail names a caller, not only its role
+    /// (TRUST.md "The log says who").
+    pub principal: String,
     /// The server time of the command.
     #[serde(with = "pm_domain::time")]
     pub recorded_at: DateTime<Utc>,
@@ -155,6 +159,9 @@ pub struct CommandContext {
     pub causation_id: Option<String>,
     /// The authenticated caller's role (`ingress`, `llm`, `admin`, ...).
     pub role: String,
+    /// The authenticated caller's name, recorded with every fact the command writes
+    /// (see [`EventMetadata::principal`]).
+    pub principal: String,
     /// The request's `Idempotency-Key`, if it has one: written or completed by the
     /// command's append.
     pub idempotency_key: Option<IdempotencyKey>,
@@ -264,6 +271,7 @@ impl<S> CommandBus<S> {
             correlation_id: ctx.correlation_id.clone(),
             causation_id: ctx.causation_id.clone(),
             role: ctx.role.clone(),
+            principal: ctx.principal.clone(),
             recorded_at: now,
             turn: ctx.turn,
         };

@@ -85,7 +85,7 @@ pub struct LoggedEvent {
     /// read once by the log tail and handed to every processor of the process, each of
     /// which takes its own copy of the event; parsed when first read ([`Json`]).
     pub payload: Json,
-    /// Correlation id, causation id, role, server time (as `payload`).
+    /// Correlation id, causation id, role, principal, server time (as `payload`).
     pub metadata: Json,
     /// The conversation the event belongs to, if any.
     pub conversation_id: Option<Uuid>,
@@ -99,6 +99,12 @@ impl LoggedEvent {
             .ok()
             .map(|t| t.with_timezone(&chrono::Utc))
     }
+
+    /// The principal its metadata names (TRUST.md "The log says who"); `None` for an
+    /// event written before events recorded one.
+    pub fn principal(&self) -> Option<&str> {
+        self.metadata.get("principal")?.as_str()
+    }
 }
 
 /// Which events a reader wants.
@@ -110,6 +116,9 @@ pub struct EventFilter {
     pub type_prefixes: Vec<String>,
     /// Only events of this conversation.
     pub conversation_id: Option<Uuid>,
+    /// Only events caused by this principal (metadata `principal`): an audit asks what
+    /// one caller did. Events that name no principal never pass it.
+    pub principal: Option<String>,
 }
 
 impl EventFilter {
@@ -124,14 +133,21 @@ impl EventFilter {
         self
     }
 
-    /// Whether the event passes the filter (the same rule the stores apply in SQL).
-    pub fn matches(&self, event_type: &str, conversation_id: Option<Uuid>) -> bool {
+    /// Whether `event` passes the filter (the same rule the stores apply in SQL).
+    pub fn matches(&self, event: &LoggedEvent) -> bool {
+        let event_type = event.event_type.as_str();
         let type_ok = (self.types.is_empty() && self.type_prefixes.is_empty())
             || self.types.iter().any(|t| t == event_type)
             || self.type_prefixes.iter().any(|p| event_type.starts_with(p));
         let conversation_ok =
-            self.conversation_id.is_none() || self.conversation_id == conversation_id;
-        type_ok && conversation_ok
+            self.conversation_id.is_none() || self.conversation_id == event.conversation_id;
+        // Asked last and only when filtered on: it parses the event's metadata.
+        type_ok
+            && conversation_ok
+            && self
+                .principal
+                .as_deref()
+                .is_none_or(|p| event.principal() == Some(p))
     }
 }
 
@@ -200,10 +216,52 @@ mod tests {
     #[test]
     fn type_filter_takes_exact_names_and_prefixes() {
         let f = EventFilter::default().with_types("project_manager.task.*, session.created");
-        assert!(f.matches("project_manager.task.checkpoint.created", None));
-        assert!(f.matches("session.created", None));
-        assert!(!f.matches("session.closed", None));
-        assert!(!f.matches("project_manager.message.added", None));
-        assert!(EventFilter::default().matches("anything", None));
+        let passes = |t: &str| f.matches(&memory::event(1, t));
+        assert!(passes("project_manager.task.checkpoint.created"));
+        assert!(passes("session.created"));
+        assert!(!passes("session.closed"));
+        assert!(!passes("project_manager.message.added"));
+        assert!(EventFilter::default().matches(&memory::event(1, "anything")));
+    }
+
+    /// An event of `event_type` whose metadata names `principal`, if any.
+    fn by(principal: Option<&str>, event_type: &str) -> LoggedEvent {
+        LoggedEvent {
+            metadata: match principal {
+                Some(p) => serde_json::json!({"role": "ingress", "principal": p}),
+                None => serde_json::json!({"role": "ingress"}),
+            }
+            .into(),
+            ..memory::event(1, event_type)
+        }
+    }
+
+    #[test]
+    fn given_a_principal_filter_when_matched_then_only_that_principals_events_pass() {
+        let alice = EventFilter {
+            principal: Some("alice".into()),
+            ..EventFilter::default()
+        };
+        assert!(alice.matches(&by(Some("alice"), "session.created")));
+        assert!(!alice.matches(&by(Some("bob"), "session.created")));
+        assert!(!alice.matches(&by(Some("alice-2"), "session.created")));
+        // Written before events recorded their principal: nobody's.
+        assert!(!alice.matches(&by(None, "session.created")));
+        // Without the filter, every principal passes, and none.
+        assert!(EventFilter::default().matches(&by(Some("bob"), "x")));
+        assert!(EventFilter::default().matches(&by(None, "x")));
+        assert_eq!(by(Some("alice"), "x").principal(), Some("alice"));
+        assert_eq!(by(None, "x").principal(), None);
+    }
+
+    #[test]
+    fn given_a_principal_and_types_when_matched_then_both_must_pass() {
+        let f = EventFilter {
+            principal: Some("alice".into()),
+            ..EventFilter::default().with_types("session.*")
+        };
+        assert!(f.matches(&by(Some("alice"), "session.created")));
+        assert!(!f.matches(&by(Some("alice"), "turn.started")));
+        assert!(!f.matches(&by(Some("bob"), "session.created")));
     }
 }

@@ -43,7 +43,7 @@ use crate::bus::EventMetadata;
 use crate::log::{LogPosition, LoggedEvent};
 use crate::AppError;
 
-pub use engine::{ControlTarget, SagaEngine, WorkerDone, SAGA_ROLE};
+pub use engine::{ControlTarget, SagaEngine, WorkerDone, SAGA_ROLE, SYSTEM_PRINCIPAL};
 pub use processor::SagaProcessor;
 pub use scheduler::DeadlineScheduler;
 

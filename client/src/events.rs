@@ -61,6 +61,9 @@ pub struct EventAttributes {
     pub conversation_id: Option<Uuid>,
     /// The role of the writer (`ingress`, `llm`, `admin`, `open`).
     pub role: Option<String>,
+    /// Who caused it: the principal's name, `system` for what the service did on its own
+    /// (deadlines, lease expiry, restart recovery); `None` from a service that predates it.
+    pub principal: Option<String>,
     /// The turn a fenced command acted for (the `turnid` extension; WORKERS.md).
     pub turn_id: Option<Uuid>,
     /// The epoch of the claim it acted under (the `turnepoch` extension).
@@ -188,6 +191,8 @@ pub(crate) struct WireEvent {
     correlationid: Option<String>,
     causationid: Option<String>,
     role: Option<String>,
+    #[serde(default)]
+    principal: Option<String>,
     conversationid: Option<Uuid>,
     #[serde(default)]
     turnid: Option<Uuid>,
@@ -217,6 +222,7 @@ impl WireEvent {
                 causation_id: self.causationid,
                 conversation_id: self.conversationid,
                 role: self.role,
+                principal: self.principal,
                 turn_id: self.turnid,
                 turn_epoch: self.turnepoch,
             }),

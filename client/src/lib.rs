@@ -37,6 +37,8 @@
 //!   delivery's Standard Webhooks signature checked in one call.
 //! - **Operator controls** — pause, resume, archive a session, kill an agent, interrupt a
 //!   turn ([`Client::pause_session`], …, [`Client::interrupt_turn`]).
+//! - **Who am I** — [`Client::me`]: the principal, roles and organizations the service
+//!   takes this client's credential for.
 //! - **Ids offline** — [`ids`]: the UUIDv5 derivations of external identities.
 //! - **Errors** — one [`Error`]; the service's refusals carry its stable
 //!   [`code`](Error::code) ([`codes`]).
@@ -257,6 +259,7 @@ mod error;
 mod events;
 mod http;
 pub mod ids;
+mod me;
 mod position;
 mod reads;
 mod retry;
@@ -272,6 +275,7 @@ pub use error::{BoxError, Error, Problem, TransportKind};
 pub use events::{
     EventAttributes, EventContent, EventPage, EventQuery, LogEvent, RawJson, Snapshot,
 };
+pub use me::Me;
 pub use position::{InvalidPosition, Position};
 pub use reads::{
     AgentQuery, AnomalyQuery, CheckpointQuery, ConversationQuery, ConversationTaskQuery, ListQuery,

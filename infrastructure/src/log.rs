@@ -85,6 +85,12 @@ fn read_clause(after: LogPosition, filter: &EventFilter, limit: u32) -> (String,
         let p = args.push(Arg::Text(Some(conversation_id.to_string())));
         sql.push_str(&format!(" AND conversation_id = {p}::uuid"));
     }
+    if let Some(principal) = &filter.principal {
+        // `->>` reads the json column on PostgreSQL and the text column on SQLite alike;
+        // an event without `principal` gives NULL, which no principal equals.
+        let p = args.push(Arg::Text(Some(principal.clone())));
+        sql.push_str(&format!(" AND metadata->>'principal' = {p}"));
+    }
     let l = args.push(Arg::Int(Some(i64::from(limit))));
     sql.push_str(&format!(" ORDER BY global_position LIMIT {l}"));
     (sql, args)

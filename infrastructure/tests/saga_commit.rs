@@ -286,6 +286,7 @@ fn new_rune(conversation: Uuid, recorded: Recorded, sequence: i64) -> NewRune {
             correlation_id: "test".into(),
             causation_id: None,
             role: "saga".into(),
+            principal: "system".into(),
             recorded_at: Utc::now(),
             turn: None,
         },

@@ -108,6 +108,7 @@ fn called(c: &pm_domain::saga::ToolCallView, time: DateTime<Utc>) -> NewRune {
             correlation_id: "test".into(),
             causation_id: None,
             role: "saga".into(),
+            principal: "system".into(),
             recorded_at: time,
             turn: None,
         },

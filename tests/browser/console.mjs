@@ -173,11 +173,16 @@ try {
   await nav.getByRole('link', { name: 'Overview' }).click();
   await row.getByRole('link', { name: title }).click();
   await page.getByRole('heading', { name: title, level: 1 }).waitFor();
-  await page.getByRole('region', { name: 'Timeline' }).getByText('tool.approved').waitFor();
+  const timeline = page.getByRole('region', { name: 'Timeline' });
+  await timeline.getByText('tool.approved').waitFor();
+  // Who caused each event: the approval was the console's admin, the message the ingress.
+  await timeline.getByRole('listitem').filter({ hasText: 'tool.approved' }).getByText('by admin').waitFor();
+  await timeline.getByRole('listitem').filter({ hasText: 'project_manager.message.added' }).first()
+    .getByText('by ingress').waitFor();
   await page.getByRole('region', { name: 'Tool calls' }).getByText('run_checks').waitFor();
   await page.getByRole('region', { name: 'Turns' }).getByRole('button', { name: 'Interrupt' }).waitFor();
   await screenshot(page, 'conversation');
-  step('the conversation page shows its timeline, turns and calls');
+  step('the conversation page shows its timeline (who caused each event), turns and calls');
 
   // Pause from the overview: the new state shows; a second pause is refused with the detail.
   await nav.getByRole('link', { name: 'Overview' }).click();

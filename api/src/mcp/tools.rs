@@ -100,7 +100,7 @@ pub static TOOLS: LazyLock<Vec<McpTool>> = LazyLock::new(|| {
 
 impl McpTool {
     /// The roles that may call it (admin always may), as its endpoint allows.
-    pub fn allows(&self, caller: Caller) -> bool {
+    pub fn allows(&self, caller: &Caller) -> bool {
         caller.require(&self.made().0.roles()).is_ok()
     }
 

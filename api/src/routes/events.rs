@@ -1,6 +1,6 @@
 //! `GET /v1/events`: the global log as JSON pages or Server-Sent Events, each event a
 //! CloudEvents 1.0 JSON object. Resumable with `cursor` or `Last-Event-ID`; filterable
-//! by `types` (exact names and `prefix.*`) and `conversation_id`.
+//! by `types` (exact names and `prefix.*`), `conversation_id` and `principal`.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -39,6 +39,9 @@ pub struct EventsQuery {
     /// Only events belonging to this conversation.
     #[param(value_type = Option<uuid::Uuid>)]
     pub conversation_id: Option<String>,
+    /// Only events caused by this principal (its name; `system` for the service's own).
+    #[param(max_length = 100)]
+    pub principal: Option<String>,
     /// Page size for JSON (default 50, max 500).
     #[param(minimum = 1, maximum = 500)]
     pub limit: Option<u32>,
@@ -85,6 +88,15 @@ fn parse_query(
             .parse()
             .map_err(|_| ApiError::parameter("conversation_id", "must be a UUID"))?;
         filter.conversation_id = Some(id);
+    }
+    if let Some(name) = &q.principal {
+        if name.chars().count() > 100 {
+            return Err(ApiError::parameter(
+                "principal",
+                "a principal's name is at most 100 characters",
+            ));
+        }
+        filter.principal = Some(name.clone());
     }
     Ok((cursor, filter))
 }
@@ -271,7 +283,7 @@ fn stream(
                         Fit::Gap => continue 'catch_up,
                         Fit::Deliver(from) => {
                             for (i, e) in batch.events.iter().enumerate().skip(from) {
-                                if !filter.matches(&e.event_type, e.conversation_id) {
+                                if !filter.matches(e) {
                                     continue;
                                 }
                                 if let Some(data) = batch.data(i) {

@@ -3,7 +3,7 @@
 //! is `pm_application::idempotency` (see there and ARCHITECTURE.md, "Idempotency").
 //!
 //! In: the header (1 to 255 visible ASCII characters, else `400 invalid_parameter`), the
-//! caller's role and the body become an [`IdempotencyKey`]; the route's handler becomes
+//! caller's principal and the body become an [`IdempotencyKey`]; the route's handler becomes
 //! the [`KeyedCommand`] the use case runs (so every answer of the endpoint, its body's
 //! rejections included, is kept and replayed as today). Out: the command's own answer; a
 //! replay with `Idempotent-Replayed: true` (a fact rebuilt as `201` with `Location` and
@@ -61,12 +61,13 @@ async fn keyed(
         .filter(|k| !k.is_empty() && k.len() <= 255)
         .map(str::to_string)
         .ok_or_else(invalid_key)?;
-    let role = req
+    // Keys are the principal's own: two principals never share (or replay) each other's.
+    // The guard put the caller there; a route without one is a wiring bug, not open mode.
+    let principal = req
         .extensions()
         .get::<Caller>()
-        .copied()
-        .unwrap_or(Caller(None))
-        .role_name();
+        .map(|c| c.principal().name().to_string())
+        .ok_or_else(|| ApiError::internal("a command route without the role guard"))?;
     let (parts, body) = req.into_parts();
     let bytes = to_bytes(body, state.max_body_bytes).await.map_err(|_| {
         ApiError::new(
@@ -78,7 +79,7 @@ async fn keyed(
     // A malformed fence is the handler's to refuse (400), as the request it would keep.
     let fence = crate::extract::turn_fence(&parts.headers).ok().flatten();
     let key = IdempotencyKey::for_fenced_request(
-        role,
+        &principal,
         &key,
         parts.method.as_str(),
         parts.uri.path(),

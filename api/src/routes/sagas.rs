@@ -143,6 +143,7 @@ fn metadata(ctx: &Ctx, control: &str, recorded_at: chrono::DateTime<chrono::Utc>
                 .unwrap_or_else(|| format!("control:{control}")),
         ),
         role: ctx.0.role.clone(),
+        principal: ctx.0.principal.clone(),
         recorded_at,
         turn: None,
     }

@@ -6,7 +6,7 @@ use axum::http::Method;
 use axum::routing::{delete, get, post, MethodRouter};
 
 use super::access::{Access, INGRESS, INGRESS_LLM, LLM};
-use super::{admin, commands, events, ops, queries, sagas, tools, webhooks, workers};
+use super::{admin, commands, events, me, ops, queries, sagas, tools, webhooks, workers};
 use crate::state::AppState;
 
 /// One endpoint.
@@ -267,6 +267,7 @@ pub fn endpoints() -> Vec<Endpoint> {
             Admin,
             post(webhooks::resume),
         ),
+        ep(M::GET, "/v1/me", Read, get(me::me)),
         ep(M::GET, "/healthz", Open, get(ops::healthz)),
         ep(M::GET, "/readyz", Open, get(ops::readyz)),
         ep(M::GET, "/metrics", Open, get(ops::metrics)),

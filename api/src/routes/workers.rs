@@ -159,6 +159,7 @@ pub(super) fn metadata(ctx: &Ctx, what: &str, state: &AppState) -> EventMetadata
                 .unwrap_or_else(|| format!("worker:{what}")),
         ),
         role: ctx.0.role.clone(),
+        principal: ctx.0.principal.clone(),
         recorded_at: state.sagas.clock().now(),
         turn: ctx.0.turn,
     }

@@ -98,6 +98,7 @@ struct FakeStore {
     faults: Mutex<Vec<Fault>>,
     loads: Mutex<Vec<Load>>,
     appends: Mutex<u32>,
+    metadata: Mutex<Vec<EventMetadata>>,
 }
 
 struct Ctx(Note);
@@ -147,11 +148,12 @@ impl AggregateStore<Note> for FakeStore {
         &self,
         events: Vec<Written>,
         _: Ctx,
-        _: &EventMetadata,
+        metadata: &EventMetadata,
         _: Option<&IdempotencyKey>,
         _: Option<&crate::bus::Fence>,
     ) -> Result<Vec<LogPosition>, AppendFailure> {
         *self.appends.lock().expect("lock") += 1;
+        self.metadata.lock().expect("lock").push(metadata.clone());
         let fault = {
             let mut faults = self.faults.lock().expect("lock");
             (!faults.is_empty()).then(|| faults.remove(0))
@@ -181,6 +183,7 @@ fn ctx() -> CommandContext {
         correlation_id: "c".into(),
         causation_id: None,
         role: "test".into(),
+        principal: "test".into(),
         idempotency_key: None,
         turn: None,
         ends: None,
@@ -211,6 +214,31 @@ async fn given_a_new_aggregate_when_executed_then_created_with_the_stores_positi
         *bus.store().loads.lock().expect("lock"),
         vec![Load::AssumeNew]
     );
+}
+
+#[tokio::test]
+async fn given_a_callers_principal_when_executed_then_the_facts_metadata_names_it() {
+    let bus = bus(FakeStore::default(), 3);
+    let ctx = CommandContext {
+        principal: "alice".into(),
+        ..ctx()
+    };
+    bus.execute::<Note>(Uuid::nil(), Load::AssumeNew, "hi".into(), &ctx, Utc::now())
+        .await
+        .expect("created");
+    let written = bus.store().metadata.lock().expect("lock").clone();
+    assert_eq!(written.len(), 1);
+    assert_eq!(written[0].principal, "alice");
+    assert_eq!(written[0].role, "test");
+    // Stored as written: `principal` right after `role`.
+    let text = serde_json::to_string(&written[0]).expect("serializes");
+    let at = |key: &str| text.find(&format!("\"{key}\":"));
+    assert!(at("role").is_some(), "{text}");
+    assert!(
+        at("role") < at("principal") && at("principal") < at("recorded_at"),
+        "{text}"
+    );
+    assert!(text.contains(r#""principal":"alice""#), "{text}");
 }
 
 #[tokio::test]

@@ -73,7 +73,7 @@ impl LogReader for MemoryLog {
         let events = self.events.lock().expect("lock");
         Ok(events
             .iter()
-            .filter(|e| e.position > after && filter.matches(&e.event_type, e.conversation_id))
+            .filter(|e| e.position > after && filter.matches(e))
             .take(limit as usize)
             .cloned()
             .collect())

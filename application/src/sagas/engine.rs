@@ -88,6 +88,11 @@ impl From<AppError> for OneError {
 /// and reports carry their caller's role and causation (a client's `X-Causation-Id`).
 pub const SAGA_ROLE: &str = "saga";
 
+/// The principal recorded for what the service writes on its own (a deadline's runes, a
+/// restart's recovery), and for the runes of a fact that names no principal (written
+/// before facts recorded one): the audit trail then says no caller asked for it.
+pub const SYSTEM_PRINCIPAL: &str = "system";
+
 /// What an operator's control is aimed at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ControlTarget {
@@ -325,6 +330,8 @@ impl<S: SagaStore> SagaEngine<S> {
                 .map_or_else(|| event.position.to_string(), str::to_string),
             causation_id: Some(event.position.to_string()),
             role: SAGA_ROLE.into(),
+            // Whoever wrote the fact asked, through it, for what the sagas decide on it.
+            principal: event.principal().unwrap_or(SYSTEM_PRINCIPAL).to_string(),
             recorded_at: now,
             turn: None,
         };
@@ -372,6 +379,7 @@ impl<S: SagaStore> SagaEngine<S> {
                 correlation_id: deadline_key(deadline),
                 causation_id: Some(format!("{}:{}", deadline_key(deadline), deadline.epoch)),
                 role: SAGA_ROLE.into(),
+                principal: SYSTEM_PRINCIPAL.into(),
                 recorded_at: now,
                 turn: None,
             };
@@ -428,6 +436,7 @@ impl<S: SagaStore> SagaEngine<S> {
             correlation_id: format!("restart:{conversation}"),
             causation_id: Some("restart".into()),
             role: SAGA_ROLE.into(),
+            principal: SYSTEM_PRINCIPAL.into(),
             recorded_at: now,
             turn: None,
         };

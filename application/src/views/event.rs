@@ -41,6 +41,9 @@ pub struct CloudEvent {
     /// The role of the writer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub role: Option<String>,
+    /// Who caused it: the principal's name, `system` for the service's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal: Option<String>,
     /// The conversation it belongs to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conversationid: Option<String>,
@@ -75,6 +78,7 @@ impl From<&LoggedEvent> for CloudEvent {
             correlationid: meta("correlation_id"),
             causationid: meta("causation_id"),
             role: meta("role"),
+            principal: meta("principal"),
             conversationid: e.conversation_id.map(|c| c.to_string()),
             turnid: meta("turn_id"),
             turnepoch: e.metadata.get("turn_epoch").and_then(Value::as_i64),

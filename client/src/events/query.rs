@@ -28,6 +28,8 @@ pub struct EventQuery {
     /// task checkpoints, and the runes of its session). A followed stream of one
     /// conversation opens with a [`Snapshot`](crate::Snapshot).
     pub conversation_id: Option<Uuid>,
+    /// Only the events this principal caused (`system`: what the service did on its own).
+    pub principal: Option<String>,
     /// Start after this position; `None` (or [`Position::start`]): from the beginning.
     pub after: Option<Position>,
     /// Events per JSON page (1–500, the service's default 50); not used by the follower.
@@ -58,6 +60,12 @@ impl EventQuery {
         self
     }
 
+    /// Only the events one principal caused: an audit of what it did.
+    pub fn principal(mut self, name: impl Into<String>) -> Self {
+        self.principal = Some(name.into());
+        self
+    }
+
     /// Start after `position` (e.g. the last one a consumer processed).
     pub fn after(mut self, position: Position) -> Self {
         self.after = Some(position);
@@ -78,6 +86,9 @@ impl EventQuery {
         }
         if let Some(id) = self.conversation_id {
             params.push(("conversation_id", id.to_string()));
+        }
+        if let Some(principal) = &self.principal {
+            params.push(("principal", principal.clone()));
         }
         params
     }

@@ -11,7 +11,7 @@ pub(crate) fn cloud_event(position: &str, event_type: &str, data: &str) -> Strin
         "type":"{event_type}","subject":"0190","time":"2026-11-22T05:35:27.123456Z",
         "datacontenttype":"application/json","data":{data},"position":"{position}",
         "sequence":"2","eventversion":"1.0","correlationid":"c-1","causationid":"k-1",
-        "role":"llm","conversationid":"0190a0b0-0000-7000-8000-000000000001"}}"#
+        "role":"llm","principal":"llm-1","conversationid":"0190a0b0-0000-7000-8000-000000000001"}}"#
     )
 }
 
@@ -34,6 +34,7 @@ fn project_manager_facts_are_typed_with_their_attributes() {
     assert_eq!(a.id, "task:0190:2");
     assert_eq!(a.sequence, 2);
     assert_eq!(a.role.as_deref(), Some("llm"));
+    assert_eq!(a.principal.as_deref(), Some("llm-1"));
     assert_eq!(a.causation_id.as_deref(), Some("k-1"));
     assert_eq!(a.event_version.as_deref(), Some("1.0"));
     assert_eq!(a.time.map(|t| t.timestamp_subsec_micros()), Some(123_456));
@@ -47,6 +48,16 @@ fn project_manager_facts_are_typed_with_their_attributes() {
         event.conversation_id().map(|c| c.to_string()).as_deref(),
         Some("0190a0b0-0000-7000-8000-000000000001")
     );
+}
+
+#[test]
+fn given_a_service_that_names_no_principal_when_read_then_the_principal_is_none() {
+    let json = cloud_event("3", "turn.started", "{}").replace(r#""principal":"llm-1","#, "");
+    assert!(!json.contains("principal"));
+    let event = LogEvent::from_cloud_event(&json).expect("parses");
+    let a = event.attributes.as_ref().expect("attributes");
+    assert_eq!(a.principal, None);
+    assert_eq!(a.role.as_deref(), Some("llm"));
 }
 
 #[test]

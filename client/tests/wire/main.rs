@@ -1,11 +1,13 @@
 //! The client on the wire, against a scripted server: retries (which, how often, with
 //! which key, how long), headers and query parameters, the follower's resumption, and a
-//! worker's claims, heartbeats and releases; tool calls, their reports and the executor.
+//! worker's claims, heartbeats and releases; tool calls, their reports and the executor;
+//! who the credential is.
 
 mod fake;
 
 mod commands;
 mod follow;
+mod me;
 mod reads;
 mod tools;
 mod workers;

@@ -73,6 +73,11 @@ async fn served_document_is_valid_openapi_3_1(db: TestDb) {
         doc["components"]["securitySchemes"]["bearer"],
         json!({"type": "http", "scheme": "bearer", "description": doc["components"]["securitySchemes"]["bearer"]["description"]})
     );
+    assert_eq!(
+        doc["components"]["securitySchemes"]["jwt"],
+        json!({"type": "http", "scheme": "bearer", "bearerFormat": "JWT",
+               "description": doc["components"]["securitySchemes"]["jwt"]["description"]})
+    );
     let mut open = Vec::new();
     for (method, path, op) in operations(&doc) {
         let roles = roles_of(&op);
@@ -83,7 +88,11 @@ async fn served_document_is_valid_openapi_3_1(db: TestDb) {
             assert!(security.is_empty(), "{method} {path}");
             open.push(path.clone());
         } else {
-            assert_eq!(security, &vec![json!({"bearer": []})], "{method} {path}");
+            assert_eq!(
+                security,
+                &vec![json!({"bearer": []}), json!({"jwt": []})],
+                "{method} {path}: either kind of bearer token"
+            );
             assert_eq!(
                 roles[0], "admin",
                 "{method} {path}: admin may do everything"

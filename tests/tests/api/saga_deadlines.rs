@@ -82,6 +82,9 @@ async fn auto_decide_and_watchdog(db: TestDb) {
     assert_eq!(turns[1]["state"], "dispatched", "{s}");
     let log = types(&svc, &asking).await;
     assert_eq!(count(&log, "interaction.auto_decide.timeout"), 1, "{log:?}");
+    // A deadline is the service's own doing (TRUST.md "The log says who").
+    let fired = events_of(&svc, &asking, "interaction.auto_decide.timeout").await;
+    assert_eq!(fired[0]["principal"], "system", "{fired:?}");
 
     // The watchdog has not fired yet (300 s of 600); past 600 s it has.
     let t = read(

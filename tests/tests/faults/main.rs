@@ -19,6 +19,7 @@ mod long_transaction;
 mod outage;
 mod pool_size;
 mod positions;
+mod principals_reload;
 mod relay_crash;
 mod snapshot_restart;
 mod takeover;

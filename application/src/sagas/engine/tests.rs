@@ -13,7 +13,7 @@ use serde_json::json;
 use tokio::sync::Notify;
 use uuid::Uuid;
 
-use super::{ControlTarget, SagaEngine};
+use super::{ControlTarget, SagaEngine, SAGA_ROLE, SYSTEM_PRINCIPAL};
 use crate::bus::EventMetadata;
 use crate::clock::{Clock, SystemClock};
 use crate::log::{LogPosition, LoggedEvent};
@@ -27,6 +27,8 @@ use crate::AppError;
 struct Stored {
     versions: HashMap<Uuid, i64>,
     runes: Vec<(Uuid, StoredRune)>,
+    /// The metadata each rune of `runes` was committed with.
+    written: Vec<EventMetadata>,
     deadlines: HashMap<(Instance, DeadlineKind), (Uuid, Deadline)>,
     cursor: LogPosition,
     head: i64,
@@ -220,6 +222,7 @@ impl SagaStore for FakeStore {
                     .causation_id
                     .as_deref()
                     .and_then(|c| c.parse().ok());
+                s.written.push(rune.metadata.clone());
                 s.runes.push((
                     rune.conversation_id,
                     StoredRune {
@@ -398,6 +401,7 @@ fn metadata() -> EventMetadata {
         correlation_id: "test".into(),
         causation_id: None,
         role: "admin".into(),
+        principal: "admin".into(),
         recorded_at: Utc::now(),
         turn: None,
     }
@@ -516,6 +520,56 @@ async fn given_a_deadline_fired_elsewhere_when_it_is_fired_here_then_nothing_is_
         runes,
         "no rune was written"
     );
+}
+
+/// The principals of the runes committed since the `from`-th, each once, in order.
+fn principals_since(world: &World, from: usize) -> Vec<String> {
+    let mut principals: Vec<String> = world.store.with(|s| {
+        s.written[from..]
+            .iter()
+            .map(|m| m.principal.clone())
+            .collect()
+    });
+    principals.dedup();
+    principals
+}
+
+#[tokio::test]
+async fn given_a_fact_of_a_principal_when_the_sagas_decide_on_it_then_its_runes_carry_that_principal_and_a_deadlines_carry_system(
+) {
+    let config = SagaConfig {
+        turn_timeout: chrono::Duration::zero(),
+        ..SagaConfig::default()
+    };
+    let a = Uuid::new_v4();
+    let mut world = World::new(config);
+    // Facts written before facts named their principal: the service's own.
+    world.started(&[a]).await;
+    assert_eq!(principals_since(&world, 0), [SYSTEM_PRINCIPAL]);
+
+    let from = world.store.with(|s| s.written.len());
+    let mut says = world.log.human_says(a);
+    says.metadata = json!({ "recorded_at": at(), "role": "ingress", "principal": "alice" }).into();
+    world.apply(vec![says]).await;
+    assert_eq!(principals_since(&world, from), ["alice"]);
+    assert!(world
+        .store
+        .with(|s| s.written[from..].iter().all(|m| m.role == SAGA_ROLE)));
+
+    let from = world.store.with(|s| s.written.len());
+    let fired = world.engine.fire_due(10).await.expect("fired");
+    assert!(fired > 0, "the turn's watchdog was due at once");
+    assert_eq!(principals_since(&world, from), [SYSTEM_PRINCIPAL]);
+
+    // A control carries its caller's.
+    let from = world.store.with(|s| s.written.len());
+    world
+        .engine
+        .control(ControlTarget::Session(a), pause(), metadata())
+        .await
+        .expect("stored")
+        .expect("accepted");
+    assert_eq!(principals_since(&world, from), ["admin"]);
 }
 
 #[tokio::test]
