@@ -64,7 +64,9 @@ bench() {
     # shellcheck disable=SC2206
     extra+=($WORKERS_ARGS)
   fi
+  # The lag runs hold up to FANOUT streams under one principal: no per-principal cap here.
   DATABASE_URL="$url" PM_BIND="127.0.0.1:$PORT" RUST_LOG=warn \
+    PM_MAX_STREAMS_PER_PRINCIPAL="${PM_MAX_STREAMS_PER_PRINCIPAL:-1000000}" \
     "$BIN/project-manager" & local pid=$!
   for _ in $(seq 1 50); do curl -sf "http://127.0.0.1:$PORT/readyz" >/dev/null && break; sleep 0.2; done
   local rc=0

@@ -313,10 +313,20 @@ impl Application {
             owner,
             db,
             auth,
+            throttle: crate::auth::Throttle::default(),
+            streams: crate::per_principal::PerPrincipal::new(
+                "event streams",
+                usize::try_from(config.max_streams_per_principal).unwrap_or(usize::MAX),
+            ),
+            waiting_claims: crate::per_principal::PerPrincipal::new(
+                "waiting claims",
+                usize::try_from(config.max_streams_per_principal).unwrap_or(usize::MAX),
+            ),
             metrics: metrics_handle(),
             shutdown: CancellationToken::new(),
             log_poll: config.log_poll(),
             max_body_bytes: config.max_body_bytes,
+            body_read_timeout: std::time::Duration::from_millis(config.body_read_timeout_ms),
             mcp: config.mcp(),
         });
         let listener = bind(config.bind).map_err(|e| StartError::Bind(config.bind, e))?;
@@ -330,6 +340,7 @@ impl Application {
             limits: crate::serve::Limits {
                 max_connections: config.max_connections,
                 header_read_timeout: config.header_read_timeout(),
+                shutdown_grace: std::time::Duration::from_secs(config.shutdown_grace_secs),
             },
             runner,
             sagas: (saga_runner, scheduler),

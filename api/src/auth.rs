@@ -3,7 +3,11 @@
 //! `SIGHUP`) or an identity provider's JWT (`PM_JWT_*`), or the console's cookie. With
 //! none configured the service runs open (and only on loopback), and everyone is `open`.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::ConnectInfo;
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
@@ -18,11 +22,13 @@ mod file;
 pub mod jwt;
 pub mod principal;
 mod role;
+mod throttle;
 mod tokens;
 
 pub use directory::{AuthFailure, Authenticator};
 pub use principal::{Organizations, Principal, Source};
 pub use role::Role;
+pub use throttle::Throttle;
 pub use tokens::Tokens;
 
 /// The SHA-256 of a token: how the service knows tokens without comparing them as text.
@@ -66,10 +72,44 @@ impl FromRequestParts<AppState> for Caller {
         if let Some(caller) = parts.extensions.get::<Caller>() {
             return Ok(caller.clone());
         }
-        let caller = authenticate(parts, &state.auth).await?;
+        let address = peer(parts);
+        if let Some(wait) = address.and_then(|a| state.throttle.held(a, Instant::now())) {
+            return Err(throttled(wait));
+        }
+        let caller = authenticate(parts, &state.auth).await;
+        if let (Err(e), Some(address)) = (&caller, address) {
+            if counts_as_a_guess(parts, e) {
+                state.throttle.failed(address, Instant::now());
+            }
+        }
+        let caller = caller?;
         parts.extensions.insert(caller.clone());
         Ok(caller)
     }
+}
+
+/// The address a request came from (the server puts it in every request's extensions).
+pub fn peer(parts: &Parts) -> Option<std::net::IpAddr> {
+    parts
+        .extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip())
+}
+
+/// The answer to an address held by the [`Throttle`].
+pub fn throttled(wait: std::time::Duration) -> ApiError {
+    ApiError::too_many_requests(
+        "too many failed authentications from this address; try again later",
+        wait,
+    )
+}
+
+/// Whether a refusal was a credential that was presented and failed (a guess), not a
+/// request that brought none or a principal its roles do not allow.
+fn counts_as_a_guess(parts: &Parts, e: &ApiError) -> bool {
+    e.status == StatusCode::UNAUTHORIZED
+        && (parts.headers.contains_key(header::AUTHORIZATION)
+            || crate::console::session::from_headers(&parts.headers).is_some())
 }
 
 /// The open-mode caller, made once.

@@ -144,6 +144,24 @@ pub struct Config {
     #[arg(long, env = "PM_HEADER_READ_TIMEOUT_MS", default_value_t = 5_000)]
     pub header_read_timeout_ms: u64,
 
+    /// Milliseconds a request's whole body may take to arrive once its headers have:
+    /// beyond, `408 request_timeout` and the connection closes.
+    #[arg(long, env = "PM_BODY_READ_TIMEOUT_MS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
+    pub body_read_timeout_ms: u64,
+
+    /// Event streams one principal may hold open at once, and as many waiting claims:
+    /// beyond, `429 too_many_requests`.
+    #[arg(long, env = "PM_MAX_STREAMS_PER_PRINCIPAL", default_value_t = 64,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_streams_per_principal: u64,
+
+    /// Seconds requests in flight get to finish after SIGTERM; then every connection is
+    /// closed and the process exits.
+    #[arg(long, env = "PM_SHUTDOWN_GRACE_SECS", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(0..=3_600))]
+    pub shutdown_grace_secs: u64,
+
     /// Milliseconds a request waits for a database connection before answering `503`:
     /// short, so an outage answers at once (with `Retry-After`) instead of queueing.
     #[arg(long, env = "PM_DB_ACQUIRE_TIMEOUT_MS", default_value_t = 500)]
@@ -478,7 +496,9 @@ impl Config {
             || url.starts_with("postgresql://")
             || url.starts_with("sqlite:"))
         {
-            return Err(ConfigError::DatabaseUrl(url.to_string()));
+            return Err(ConfigError::DatabaseUrl(pm_infrastructure::db::redacted(
+                url,
+            )));
         }
         self.webhooks()?;
         Ok(tokens)

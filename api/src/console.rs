@@ -8,10 +8,14 @@
 //!   `GET /console/session`: who is signed in and the CSRF token writes must carry;
 //!   `DELETE /console/session`: signs out.
 
-use axum::extract::{Path, State};
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use axum::extract::{ConnectInfo, Path, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use axum::Extension;
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::json;
@@ -122,11 +126,16 @@ fn set_cookie(value: &str, max_age: i64, headers: &HeaderMap) -> String {
 /// sign a browser in with someone else's token.
 async fn sign_in(
     State(state): State<AppState>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
     JsonBody(body): JsonBody<SignIn>,
 ) -> Result<Response, ApiError> {
     if state.auth.is_open() {
         return Ok(answer("open", None, "").into_response());
+    }
+    let address = peer.map(|Extension(ConnectInfo(a))| a.ip());
+    if let Some(wait) = address.and_then(|a| state.throttle.held(a, Instant::now())) {
+        return Err(crate::auth::throttled(wait));
     }
     let token = body.token.trim();
     let Some(role) = state.auth.role_tokens().role_of(token) else {
@@ -139,7 +148,12 @@ async fn sign_in(
                 "the console signs in with the admin and analyst tokens of PM_AUTH_TOKENS; \
                  principals of the principals file or an identity provider use the API",
             ),
-            Err(_) => ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "unknown token"),
+            Err(_) => {
+                if let Some(address) = address {
+                    state.throttle.failed(address, Instant::now());
+                }
+                ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "unknown token")
+            }
         });
     };
     if !matches!(role, Role::Admin | Role::Analyst) {

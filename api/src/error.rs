@@ -30,6 +30,9 @@ pub struct ApiError {
     /// A `401` for a credential that was presented but is not valid (RFC 6750 §3.1:
     /// `WWW-Authenticate: Bearer error="invalid_token"`), so a client knows to get a new one.
     pub invalid_token: bool,
+    /// Seconds a client should wait before trying again (`Retry-After`), when it is not
+    /// the `1` every `503` carries.
+    pub retry_after_secs: Option<u64>,
 }
 
 /// The problem+json body.
@@ -56,6 +59,15 @@ impl ApiError {
             code,
             detail: detail.into(),
             invalid_token: false,
+            retry_after_secs: None,
+        }
+    }
+
+    /// `429 too_many_requests`, to be tried again in `retry_after` (at least a second).
+    pub fn too_many_requests(detail: impl Into<String>, retry_after: std::time::Duration) -> Self {
+        Self {
+            retry_after_secs: Some(retry_after.as_secs_f64().ceil().max(1.0) as u64),
+            ..Self::new(StatusCode::TOO_MANY_REQUESTS, "too_many_requests", detail)
         }
     }
 
@@ -176,6 +188,11 @@ impl IntoResponse for ApiError {
         }
         if self.code == KEY_IN_USE {
             response.extensions_mut().insert(KeyTaken);
+        }
+        if let Some(secs) = self.retry_after_secs {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         if self.status == StatusCode::PAYLOAD_TOO_LARGE {
             // The rest of the body is never read, so the connection ends with this answer:

@@ -23,30 +23,38 @@ impl<T: DeserializeOwned> FromRequest<AppState> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
-        let is_json = req
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split(';').next())
-            .map(|m| {
-                let m = m.trim().to_ascii_lowercase();
-                m == "application/json" || (m.starts_with("application/") && m.ends_with("+json"))
-            })
-            .unwrap_or(false);
-        if !is_json {
-            return Err(ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
-                "the body must be application/json",
-            ));
+        if !is_json(req.headers()) {
+            return Err(not_json());
         }
         let RawBody(bytes) = RawBody::from_request(req, state).await?;
         parse_json(&bytes).map(JsonBody)
     }
 }
 
-/// A body of any type, read whole: `413 payload_too_large` over the limit, `400
-/// malformed_json` when it cannot be read.
+/// Whether the request says its body is JSON.
+fn is_json(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(|m| {
+            let m = m.trim().to_ascii_lowercase();
+            m == "application/json" || (m.starts_with("application/") && m.ends_with("+json"))
+        })
+        .unwrap_or(false)
+}
+
+fn not_json() -> ApiError {
+    ApiError::new(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "unsupported_media_type",
+        "the body must be application/json",
+    )
+}
+
+/// A body that may be empty, read whole: `415` when it is not empty and does not say it
+/// is JSON (no web page may post one as a "simple" `text/plain` request), `413
+/// payload_too_large` over the limit, `400 malformed_json` when it cannot be read.
 #[derive(Debug, Clone)]
 pub struct RawBody(pub Bytes);
 
@@ -54,24 +62,26 @@ impl FromRequest<AppState> for RawBody {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
-        Bytes::from_request(req, state)
-            .await
-            .map(RawBody)
-            .map_err(|rejection| {
-                if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                    ApiError::new(
-                        StatusCode::PAYLOAD_TOO_LARGE,
-                        "payload_too_large",
-                        format!("the body is larger than {} bytes", state.max_body_bytes),
-                    )
-                } else {
-                    ApiError::new(
-                        StatusCode::BAD_REQUEST,
-                        "malformed_json",
-                        rejection.body_text(),
-                    )
-                }
-            })
+        let json = is_json(req.headers());
+        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "payload_too_large",
+                    format!("the body is larger than {} bytes", state.max_body_bytes),
+                )
+            } else {
+                ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "malformed_json",
+                    rejection.body_text(),
+                )
+            }
+        })?;
+        if !json && !bytes.is_empty() {
+            return Err(not_json());
+        }
+        Ok(RawBody(bytes))
     }
 }
 

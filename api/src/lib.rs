@@ -7,6 +7,7 @@
 
 pub mod app;
 pub mod auth;
+pub mod body_deadline;
 pub mod cli;
 pub mod config;
 pub mod console;
@@ -18,7 +19,9 @@ pub mod failpoint;
 pub mod logging;
 pub mod mcp;
 pub mod metrics;
+pub mod open_mode;
 pub mod openapi;
+pub mod per_principal;
 pub mod routes;
 pub mod serve;
 pub mod state;

@@ -78,6 +78,8 @@ pub fn router(state: AppState) -> Router {
         state.tail.clone(),
         state.max_body_bytes,
     );
+    let body_read_timeout = state.body_read_timeout;
+    let open_mode = middleware::from_fn_with_state(state.clone(), crate::open_mode::layer);
     let guard = middleware::from_fn_with_state(state, guard(READERS));
     let mcp = tower::ServiceBuilder::new()
         .layer(middleware::from_fn(correlate))
@@ -85,6 +87,11 @@ pub fn router(state: AppState) -> Router {
         .layer(guard)
         .service(mcp);
     api.route_service("/mcp", mcp)
+        .layer(middleware::from_fn_with_state(
+            body_read_timeout,
+            crate::body_deadline::layer,
+        ))
+        .layer(open_mode)
 }
 
 /// The HTTP API, built from [`table::endpoints`].

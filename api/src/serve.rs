@@ -3,7 +3,9 @@
 //! header-read timeout that hyper starts whenever a connection waits for a request — so a
 //! client trickling its headers (slowloris) and a keep-alive connection left idle are both
 //! closed after it. On shutdown the listener closes, connections finish their in-flight
-//! requests and close, and this returns when every one has.
+//! requests and close, and this returns when every one has — or, once the shutdown grace
+//! is over, closes those still open (a client stalled mid-request must not hold a rolling
+//! deploy forever) and returns.
 
 use std::io;
 use std::sync::Arc;
@@ -18,6 +20,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tower::ServiceExt as _;
 
 /// The limits connections are served under.
 #[derive(Debug, Clone, Copy)]
@@ -27,6 +30,9 @@ pub struct Limits {
     /// How long a connection may take to send a request's headers once it waits for one
     /// (this also closes keep-alive connections idle that long).
     pub header_read_timeout: Duration,
+    /// How long requests in flight get to finish once shutdown begins; then every
+    /// connection still open is closed, whatever it was doing.
+    pub shutdown_grace: Duration,
 }
 
 /// What a connection over the cap is told before it is closed: a `503` problem.
@@ -66,14 +72,16 @@ pub async fn serve(
     let builder = Arc::new(builder);
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let connections = TaskTracker::new();
+    // Cancelled when the grace is over: the connections still open are dropped.
+    let closing = CancellationToken::new();
     metrics::gauge!("pm_http_connections").set(0.0);
     loop {
         let accepted = tokio::select! {
             () = shutdown.cancelled() => break,
             accepted = listener.accept() => accepted,
         };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
             Err(e) => {
                 // EMFILE and friends: give the connections that close a moment.
                 tracing::warn!(error = %e, "cannot accept a connection");
@@ -89,17 +97,33 @@ pub async fn serve(
             connections.spawn(turn_away(stream));
             continue;
         };
-        let (builder, router, shutdown) = (builder.clone(), router.clone(), shutdown.clone());
+        let (builder, router, shutdown, closing) = (
+            builder.clone(),
+            router.clone(),
+            shutdown.clone(),
+            closing.clone(),
+        );
         connections.spawn(async move {
             metrics::gauge!("pm_http_connections").increment(1.0);
-            let service = TowerToHyperService::new(router);
+            // Who is at the other end: the failed-authentication throttle counts by it.
+            let service = TowerToHyperService::new(router.map_request(
+                move |mut req: axum::http::Request<hyper::body::Incoming>| {
+                    req.extensions_mut()
+                        .insert(axum::extract::ConnectInfo(peer));
+                    req
+                },
+            ));
             let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
             tokio::pin!(conn);
             let served = tokio::select! {
                 served = conn.as_mut() => served,
                 () = shutdown.cancelled() => {
                     conn.as_mut().graceful_shutdown();
-                    conn.await
+                    tokio::select! {
+                        served = conn.as_mut() => served,
+                        // Dropping the connection closes it and ends its request.
+                        () = closing.cancelled() => Ok(()),
+                    }
                 }
             };
             if let Err(e) = served {
@@ -110,7 +134,18 @@ pub async fn serve(
         });
     }
     connections.close();
-    connections.wait().await;
+    if tokio::time::timeout(limits.shutdown_grace, connections.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            open = connections.len(),
+            grace_secs = limits.shutdown_grace.as_secs(),
+            "shutdown: requests still in flight after the grace; closing their connections"
+        );
+        closing.cancel();
+        connections.wait().await;
+    }
     Ok(())
 }
 

@@ -53,6 +53,12 @@ pub struct Shared {
     pub db: Database,
     /// Every principal the service knows (reloaded on `SIGHUP`).
     pub auth: Arc<Authenticator>,
+    /// Failed authentications per address.
+    pub throttle: crate::auth::Throttle,
+    /// Open event streams per principal.
+    pub streams: Arc<crate::per_principal::PerPrincipal>,
+    /// Waiting claims per principal.
+    pub waiting_claims: Arc<crate::per_principal::PerPrincipal>,
     /// Prometheus rendering.
     pub metrics: PrometheusHandle,
     /// Cancelled at shutdown: long-lived streams end.
@@ -61,6 +67,8 @@ pub struct Shared {
     pub log_poll: Duration,
     /// Largest accepted request body.
     pub max_body_bytes: usize,
+    /// How long a request's body may take to arrive (`PM_BODY_READ_TIMEOUT_MS`).
+    pub body_read_timeout: Duration,
     /// The MCP endpoint's `Host` and `Origin` checks.
     pub mcp: crate::mcp::McpSettings,
     /// Queries over the read model and the saga rows, with read-your-writes.

@@ -97,6 +97,12 @@ pub struct Conversation {
     started: Option<ConversationStarted>,
 }
 
+impl Conversation {
+    /// The most participants a conversation starts with (TRUST.md "The boundary"): each
+    /// is looked up, and a 1 MiB body of ids would otherwise be 25,000 lookups.
+    pub const MAX_ACTORS: usize = 100;
+}
+
 impl Aggregate for Conversation {
     const TYPE: &'static str = "conversation";
     type Command = StartConversation;
@@ -123,6 +129,12 @@ impl Aggregate for Conversation {
             return Err(DomainError::validation(
                 "actor_ids",
                 "needs at least one actor",
+            ));
+        }
+        if cmd.actor_ids.len() > Self::MAX_ACTORS {
+            return Err(DomainError::validation(
+                "actor_ids",
+                format!("at most {} actors", Self::MAX_ACTORS),
             ));
         }
         services

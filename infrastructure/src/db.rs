@@ -29,6 +29,23 @@ use crate::sql::Dialect;
 /// The embedded default when no `DATABASE_URL` is given.
 pub const DEFAULT_SQLITE_URL: &str = "sqlite://data/project-manager.db";
 
+/// `url` fit for a log line or an error: the password of its user part, if any, replaced
+/// by `***` — also when the rest does not parse (the case it is shown for).
+pub fn redacted(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((user_info, host)) => match user_info.split_once(':') {
+            Some((user, _password)) => format!("{scheme}://{user}:***@{host}{path}"),
+            None => url.to_string(),
+        },
+        None => url.to_string(),
+    }
+}
+
 /// A connection pool to one of the two supported databases.
 #[derive(Debug, Clone)]
 pub enum Database {
@@ -75,7 +92,7 @@ impl Database {
     ) -> Result<Self, DbError> {
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let options =
-                PgConnectOptions::from_str(url).map_err(|_| DbError::BadUrl(url.into()))?;
+                PgConnectOptions::from_str(url).map_err(|_| DbError::BadUrl(redacted(url)))?;
             let pool = PgPoolOptions::new()
                 .max_connections(pool_size.max(2))
                 // A few connections opened at start and kept: the first requests after a
@@ -91,7 +108,7 @@ impl Database {
             Ok(Self::Postgres(pool))
         } else if url.starts_with("sqlite:") {
             let options = SqliteConnectOptions::from_str(url)
-                .map_err(|_| DbError::BadUrl(url.into()))?
+                .map_err(|_| DbError::BadUrl(redacted(url)))?
                 .create_if_missing(true)
                 .journal_mode(SqliteJournalMode::Wal)
                 // FULL: a 201 means the fact survives a power cut, not only a crash.
@@ -110,7 +127,7 @@ impl Database {
                 .map_err(DbError::Connect)?;
             Ok(Self::Sqlite(pool))
         } else {
-            Err(DbError::BadUrl(url.into()))
+            Err(DbError::BadUrl(redacted(url)))
         }
     }
 
@@ -279,5 +296,28 @@ fn ensure_parent_dir(file: &Path) -> Result<(), DbError> {
         Some(dir) if !dir.as_os_str().is_empty() => std::fs::create_dir_all(dir)
             .map_err(|e| DbError::Directory(dir.display().to_string(), e)),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn given_a_url_with_a_password_when_redacted_then_the_password_never_shows() {
+        let cases = [
+            (
+                "postgres://pm:s3cret@127.0.0.1:bad/pm",
+                "postgres://pm:***@127.0.0.1:bad/pm",
+            ),
+            (
+                "postgresql://pm:p@ss:w@rd@db/pm?sslmode=require",
+                "postgresql://pm:***@db/pm?sslmode=require",
+            ),
+            ("postgres://pm@db/pm", "postgres://pm@db/pm"),
+            ("sqlite://data/pm.db", "sqlite://data/pm.db"),
+            ("no scheme at all", "no scheme at all"),
+        ];
+        for (url, shown) in cases {
+            assert_eq!(super::redacted(url), shown, "{url}");
+        }
     }
 }

@@ -73,7 +73,16 @@ impl Shape {
                 }
             }
             "401" => parts.push(
-                "No token, or an unknown one (`unauthorized`); the answer carries `WWW-Authenticate: Bearer`.",
+                "No token, or an unknown one (`unauthorized`); the answer carries `WWW-Authenticate: Bearer` \
+                 (`Bearer error=\"invalid_token\"` for an expired or badly signed JWT).",
+            ),
+            "408" if self.body => parts.push(
+                "The body did not arrive whole within `PM_BODY_READ_TIMEOUT_MS` (`request_timeout`); \
+                 the connection closes.",
+            ),
+            "429" => parts.push(
+                "Too many failed authentications from this address within a minute \
+                 (`too_many_requests`); `Retry-After` says how long to wait.",
             ),
             "403" if self.access.may_forbid() => {
                 parts.push("The caller's role may not do this (`forbidden`); see `x-roles`.");
@@ -84,7 +93,7 @@ impl Shape {
                  (`idempotency_key_in_use`, `Retry-After: 1`).",
             ),
             "413" if self.body => parts.push("The body is over the limit (`payload_too_large`)."),
-            "415" if self.command() => {
+            "415" if self.body => {
                 parts.push("The body is not `application/json` (`unsupported_media_type`).");
             }
             "422" if self.body => {
@@ -109,7 +118,7 @@ impl Shape {
 
 /// The statuses [`Shape::common`] may add.
 const COMMON: &[&str] = &[
-    "400", "401", "403", "409", "413", "415", "422", "500", "503",
+    "400", "401", "403", "408", "409", "413", "415", "422", "429", "500", "503",
 ];
 
 /// Completes `op`'s responses (and, for a command, documents `Idempotency-Key`).
@@ -158,6 +167,7 @@ pub fn complete(op: &mut Map<String, Value>, path: &str, access: Access) {
             |description: &str| json!({"description": description, "schema": {"type": "string"}});
         match status.as_str() {
             "401" => response["headers"] = json!({"WWW-Authenticate": header("`Bearer`")}),
+            "429" => response["headers"] = json!({"Retry-After": header("Seconds to wait")}),
             "503" => response["headers"] = json!({"Retry-After": header("Seconds to wait: `1`")}),
             _ => {}
         }

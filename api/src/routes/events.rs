@@ -10,7 +10,7 @@ use axum::http::{header, HeaderMap};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use futures::Stream;
+use futures::{Stream, StreamExt as _};
 use pm_application::log::tail::{render, Fit};
 use pm_application::log::{EventFilter, LogPosition, LogReader, LoggedEvent};
 use pm_application::processor::ProcessorStore;
@@ -23,6 +23,7 @@ use tokio::sync::broadcast::error::RecvError;
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
+use crate::auth::Caller;
 use crate::error::{invalid_position, ApiError};
 use crate::extract::ApiQuery;
 use crate::state::AppState;
@@ -113,6 +114,7 @@ fn parse_query(
                 (String = "text/event-stream", example = "id: 1\nevent: project_manager.actor.registered\ndata: {\"specversion\":\"1.0\"}\n\n")))))]
 pub async fn events(
     State(state): State<AppState>,
+    caller: Caller,
     ApiQuery(q): ApiQuery<EventsQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
@@ -125,7 +127,13 @@ pub async fn events(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains("text/event-stream"));
     if wants_sse {
-        return Ok(Sse::new(stream(state, cursor, filter))
+        // Held as long as the stream: dropped when it ends or its client goes away.
+        let slot = state.streams.take(caller.principal().name())?;
+        let stream = stream(state, cursor, filter).map(move |event| {
+            let _held = &slot;
+            event
+        });
+        return Ok(Sse::new(stream)
             .keep_alive(
                 KeepAlive::new()
                     .interval(Duration::from_secs(15))

@@ -256,7 +256,7 @@ pub async fn claim(
             format!("must be between 0 and {MAX_WAIT_MS}"),
         ));
     }
-    let worker = body.worker.unwrap_or_else(|| ctx.0.role.clone());
+    let worker = body.worker.unwrap_or_else(|| ctx.0.principal.clone());
     // NUL too: PostgreSQL's text cannot hold it (the claim would fail as a 500).
     if worker.trim().is_empty() || worker.chars().count() > 200 || worker.contains('\0') {
         return Err(ApiError::validation(
@@ -275,10 +275,15 @@ pub async fn claim(
         lease: lease(body.lease_ms, &state)?,
         worker,
     };
+    // A claim that may wait holds one of its principal's waiting claims while it does.
+    let waiting = (wait_ms > 0)
+        .then(|| state.waiting_claims.take(&ctx.0.principal))
+        .transpose()?;
     let claimed = state
         .workers
         .claim(&request, &metadata(&ctx, "claim", &state))
         .await?;
+    drop(waiting);
     let Some(claimed) = claimed else {
         return Ok(StatusCode::NO_CONTENT.into_response());
     };

@@ -123,16 +123,7 @@ async fn given_no_conversation_when_started_without_actor_ids_then_validation_er
         .when_async(cmd)
         .await
         .inspect_result();
-    assert!(
-        matches!(
-            result,
-            Err(DomainError::Validation {
-                field: "actor_ids",
-                ..
-            })
-        ),
-        "expected a validation error on actor_ids, got {result:?}"
-    );
+    assert_refused_on_actor_ids(&result);
 }
 
 #[tokio::test]
@@ -313,4 +304,33 @@ fn given_payload_with_unknown_field_when_deserialized_then_rejected() {
     let mut value = serde_json::to_value(started("Fix the login page")).expect("serializes");
     value["surprise"] = serde_json::json!(true);
     assert!(serde_json::from_value::<ConversationEvent>(value).is_err());
+}
+
+#[tokio::test]
+async fn given_no_conversation_when_started_with_more_actors_than_the_limit_then_validation_error_on_actor_ids(
+) {
+    // Each id is a lookup: a body of ids must not become thousands of them (TRUST.md).
+    let mut cmd = start("Crowded");
+    cmd.actor_ids = (0..=Conversation::MAX_ACTORS as u128)
+        .map(|n| id(1000 + n))
+        .collect();
+    let result = Given::with(lookup().services())
+        .given_no_previous_events()
+        .when_async(cmd)
+        .await
+        .inspect_result();
+    assert_refused_on_actor_ids(&result);
+}
+
+fn assert_refused_on_actor_ids<T: std::fmt::Debug>(result: &Result<T, DomainError>) {
+    assert!(
+        matches!(
+            result,
+            Err(DomainError::Validation {
+                field: "actor_ids",
+                ..
+            })
+        ),
+        "expected a validation error on actor_ids, got {result:?}"
+    );
 }

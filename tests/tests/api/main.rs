@@ -6,6 +6,7 @@ mod reads;
 mod support;
 
 mod auth;
+mod boundary;
 mod commands;
 mod concurrency;
 mod doorbells;

@@ -10,6 +10,7 @@
 #[macro_use]
 mod support;
 
+mod boundary;
 mod claim_crash;
 mod connections;
 mod idempotency_crash;
