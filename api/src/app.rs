@@ -154,6 +154,7 @@ impl Application {
     /// [`StartError`] naming what failed.
     pub async fn build_with(config: &Config, hooks: Hooks) -> Result<Self, StartError> {
         let tokens = config.validate()?;
+        let per_principal = usize::try_from(config.max_streams_per_principal).unwrap_or(usize::MAX);
         let jwt = match config.jwt()? {
             Some(settings) => Some(
                 crate::auth::jwt::JwtVerifier::new(settings)
@@ -314,13 +315,10 @@ impl Application {
             db,
             auth,
             throttle: crate::auth::Throttle::default(),
-            streams: crate::per_principal::PerPrincipal::new(
-                "event streams",
-                usize::try_from(config.max_streams_per_principal).unwrap_or(usize::MAX),
-            ),
+            streams: crate::per_principal::PerPrincipal::new("event streams", per_principal),
             waiting_claims: crate::per_principal::PerPrincipal::new(
                 "waiting claims",
-                usize::try_from(config.max_streams_per_principal).unwrap_or(usize::MAX),
+                per_principal,
             ),
             metrics: metrics_handle(),
             shutdown: CancellationToken::new(),

@@ -5,7 +5,6 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
 
 use axum::extract::ConnectInfo;
 
@@ -73,13 +72,11 @@ impl FromRequestParts<AppState> for Caller {
             return Ok(caller.clone());
         }
         let address = peer(parts);
-        if let Some(wait) = address.and_then(|a| state.throttle.held(a, Instant::now())) {
-            return Err(throttled(wait));
-        }
+        state.throttle.admit(address)?;
         let caller = authenticate(parts, &state.auth).await;
-        if let (Err(e), Some(address)) = (&caller, address) {
+        if let Err(e) = &caller {
             if counts_as_a_guess(parts, e) {
-                state.throttle.failed(address, Instant::now());
+                state.throttle.refused(address);
             }
         }
         let caller = caller?;
@@ -94,14 +91,6 @@ pub fn peer(parts: &Parts) -> Option<std::net::IpAddr> {
         .extensions
         .get::<ConnectInfo<SocketAddr>>()
         .map(|c| c.0.ip())
-}
-
-/// The answer to an address held by the [`Throttle`].
-pub fn throttled(wait: std::time::Duration) -> ApiError {
-    ApiError::too_many_requests(
-        "too many failed authentications from this address; try again later",
-        wait,
-    )
 }
 
 /// Whether a refusal was a credential that was presented and failed (a guess), not a
@@ -127,7 +116,7 @@ async fn authenticate(parts: &Parts, auth: &Authenticator) -> Result<Caller, Api
         |detail: &str| ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", detail);
     let Some(value) = parts.headers.get(header::AUTHORIZATION) else {
         return match crate::console::session::from_headers(&parts.headers) {
-            Some(cookie) => console_caller(parts, auth.role_tokens(), cookie),
+            Some(cookie) => console_caller(parts, auth, cookie),
             None => Err(unauthorized("missing Authorization: Bearer <token>")),
         };
     };
@@ -156,10 +145,10 @@ async fn authenticate(parts: &Parts, auth: &Authenticator) -> Result<Caller, Api
 
 /// The caller of a console request (the browser, signed in with a cookie): the principal
 /// of the role token it signed in with, once a write also shows the session's CSRF token.
-fn console_caller(parts: &Parts, tokens: &Tokens, cookie: &str) -> Result<Caller, ApiError> {
+fn console_caller(parts: &Parts, auth: &Authenticator, cookie: &str) -> Result<Caller, ApiError> {
     use crate::console::session::{verify, CSRF_HEADER};
     let now = chrono::Utc::now().timestamp();
-    let session = verify(tokens, cookie, now)
+    let session = verify(auth.role_tokens(), cookie, now)
         .map_err(|e| ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", e.to_string()))?;
     let safe = matches!(parts.method.as_str(), "GET" | "HEAD" | "OPTIONS");
     let shown = parts.headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok());
@@ -171,7 +160,7 @@ fn console_caller(parts: &Parts, tokens: &Tokens, cookie: &str) -> Result<Caller
             "a write with the console's session cookie needs its X-CSRF-Token header",
         ));
     }
-    Ok(Caller(Arc::new(Principal::of_role(session.role))))
+    Ok(Caller(auth.of_role(session.role)))
 }
 
 #[cfg(test)]

@@ -9,7 +9,6 @@
 //!   `DELETE /console/session`: signs out.
 
 use std::net::SocketAddr;
-use std::time::Instant;
 
 use axum::extract::{ConnectInfo, Path, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -134,9 +133,7 @@ async fn sign_in(
         return Ok(answer("open", None, "").into_response());
     }
     let address = peer.map(|Extension(ConnectInfo(a))| a.ip());
-    if let Some(wait) = address.and_then(|a| state.throttle.held(a, Instant::now())) {
-        return Err(crate::auth::throttled(wait));
-    }
+    state.throttle.admit(address)?;
     let token = body.token.trim();
     let Some(role) = state.auth.role_tokens().role_of(token) else {
         // Cookies are keyed by the token itself, which the service knows only for
@@ -149,9 +146,7 @@ async fn sign_in(
                  principals of the principals file or an identity provider use the API",
             ),
             Err(_) => {
-                if let Some(address) = address {
-                    state.throttle.failed(address, Instant::now());
-                }
+                state.throttle.refused(address);
                 ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "unknown token")
             }
         });

@@ -57,7 +57,7 @@ pub fn check(method: &Method, headers: &HeaderMap) -> Result<(), ApiError> {
 }
 
 /// `localhost`, a name under `.localhost`, or a loopback address, with or without a port.
-fn is_loopback_host(host: &str) -> bool {
+pub(crate) fn is_loopback_host(host: &str) -> bool {
     let name = match host.strip_prefix('[') {
         // `[::1]:8080`
         Some(rest) => rest.split(']').next().unwrap_or(""),

@@ -32,3 +32,16 @@ pub mod store;
 pub mod webhooks;
 
 pub use db::{Database, DbError};
+
+/// An error and its causes on one line: reqwest's and sqlx's own messages are only the
+/// outermost ("error sending request"), and an operator needs the cause.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut message = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    message
+}

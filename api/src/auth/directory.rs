@@ -11,7 +11,7 @@ use std::sync::{Arc, RwLock};
 
 use super::jwt::{JwtClaims, JwtError, JwtVerifier};
 use super::principal::{parse_actors, parse_roles, Organizations, Principal, Source};
-use super::{digest, file, Digest, Tokens};
+use super::{digest, file, Digest, Role, Tokens};
 
 /// Why a credential signs nobody in.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -35,6 +35,8 @@ pub enum AuthFailure {
 /// Every principal the service knows.
 pub struct Authenticator {
     role_tokens: Tokens,
+    /// One principal per role, shared by its tokens and the console's sessions.
+    by_role: HashMap<Role, Arc<Principal>>,
     role_principals: HashMap<Digest, Arc<Principal>>,
     file: Option<PathBuf>,
     /// Role tokens and the file's principals together, swapped whole on a reload.
@@ -63,16 +65,17 @@ impl Authenticator {
         file: Option<PathBuf>,
         jwt: Option<JwtVerifier>,
     ) -> Result<Self, String> {
-        let shared: HashMap<_, _> = super::Role::ALL
+        let by_role: HashMap<_, _> = Role::ALL
             .into_iter()
             .map(|role| (role, Arc::new(Principal::of_role(role))))
             .collect();
         let role_principals: HashMap<Digest, Arc<Principal>> = role_tokens
-            .iter()
-            .filter_map(|(token, role)| Some((digest(token), shared.get(&role)?.clone())))
+            .digests()
+            .filter_map(|(digest, role)| Some((*digest, by_role.get(&role)?.clone())))
             .collect();
         let this = Self {
             role_tokens,
+            by_role,
             role_principals,
             file,
             by_digest: RwLock::new(Arc::default()),
@@ -80,17 +83,6 @@ impl Authenticator {
         };
         this.reload()?;
         Ok(this)
-    }
-
-    /// A service with no principals at all: open mode.
-    pub fn open() -> Self {
-        Self {
-            role_tokens: Tokens::default(),
-            role_principals: HashMap::new(),
-            file: None,
-            by_digest: RwLock::new(Arc::default()),
-            jwt: None,
-        }
     }
 
     /// Whether no principal is configured (open mode: loopback only, everyone is `open`).
@@ -101,6 +93,14 @@ impl Authenticator {
     /// The role tokens (the console's cookies are keyed by them).
     pub fn role_tokens(&self) -> &Tokens {
         &self.role_tokens
+    }
+
+    /// The principal of `role`'s tokens (a console session signed in with one is it).
+    pub fn of_role(&self, role: Role) -> Arc<Principal> {
+        self.by_role
+            .get(&role)
+            .cloned()
+            .unwrap_or_else(|| Arc::new(Principal::of_role(role)))
     }
 
     /// Reads the principals file again (on `SIGHUP`); returns how many tokens are known.
@@ -236,6 +236,7 @@ mod tests {
             Err(AuthFailure::UnknownToken)
         );
         assert!(!auth.is_open());
-        assert!(Authenticator::open().is_open());
+        let none = Authenticator::new(Tokens::default(), None, None).expect("valid");
+        assert!(none.is_open());
     }
 }

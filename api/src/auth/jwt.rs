@@ -11,6 +11,7 @@
 //! its keys) makes the set be fetched again, at most once per 30 s: anyone can make up a
 //! `kid`, and without the limit every such token would be a request to the provider.
 
+use pm_infrastructure::error_chain as chain;
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::{Arc, PoisonError, RwLock};
@@ -516,19 +517,8 @@ async fn fetch(client: &reqwest::Client, url: &reqwest::Url) -> Result<Vec<u8>, 
 /// Plain HTTP to the same machine is how tests and sidecars serve keys; nobody sits on
 /// that path.
 fn is_loopback(url: &reqwest::Url) -> bool {
-    matches!(url.host_str(), Some("localhost" | "127.0.0.1" | "[::1]"))
-}
-
-/// reqwest's own message hides the cause ("error sending request"): an operator needs it.
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
+    url.host_str()
+        .is_some_and(crate::open_mode::is_loopback_host)
 }
 
 /// jsonwebtoken names its errors by their variant; the caller reads a sentence.

@@ -20,7 +20,7 @@ pub const SYSTEM: &str = pm_application::sagas::SYSTEM_PRINCIPAL;
 pub const OPEN: &str = "open";
 
 /// The longest principal name, in characters.
-const MAX_NAME: usize = 100;
+pub const MAX_NAME: usize = 100;
 
 /// Where a principal's credential came from (`source` of `GET /v1/me`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -14,6 +14,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::error::ApiError;
+
 /// Failures from one address within [`WINDOW`] before it is held.
 pub const MAX_FAILURES: u32 = 20;
 /// The window failures are counted in.
@@ -37,6 +39,27 @@ struct Window {
 }
 
 impl Throttle {
+    /// Lets a request from `address` try to authenticate, unless the address is held.
+    ///
+    /// # Errors
+    /// `429 too_many_requests` with the rest of the minute as `Retry-After`.
+    pub fn admit(&self, address: Option<IpAddr>) -> Result<(), ApiError> {
+        match address.and_then(|a| self.held(a, Instant::now())) {
+            Some(wait) => Err(ApiError::too_many_requests(
+                "too many failed authentications from this address; try again later",
+                wait,
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Counts a presented credential from `address` that was refused.
+    pub fn refused(&self, address: Option<IpAddr>) {
+        if let Some(address) = address {
+            self.failed(address, Instant::now());
+        }
+    }
+
     /// How long `address` is still held, if it is.
     pub fn held(&self, address: IpAddr, now: Instant) -> Option<Duration> {
         if self.live.load(Ordering::Relaxed) == 0 {

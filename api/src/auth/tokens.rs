@@ -55,6 +55,11 @@ impl Tokens {
         self.0.get(&digest(token)).map(|(_, role)| *role)
     }
 
+    /// Every configured token's digest with its role.
+    pub fn digests(&self) -> impl Iterator<Item = (&Digest, Role)> {
+        self.0.iter().map(|(digest, (_, role))| (digest, *role))
+    }
+
     /// Every configured token with its role.
     pub fn iter(&self) -> impl Iterator<Item = (&str, Role)> {
         self.0.values().map(|(token, role)| (token.as_str(), *role))

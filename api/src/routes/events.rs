@@ -91,10 +91,11 @@ fn parse_query(
         filter.conversation_id = Some(id);
     }
     if let Some(name) = &q.principal {
-        if name.chars().count() > 100 {
+        let max = crate::auth::principal::MAX_NAME;
+        if name.chars().count() > max {
             return Err(ApiError::parameter(
                 "principal",
-                "a principal's name is at most 100 characters",
+                format!("a principal's name is at most {max} characters"),
             ));
         }
         filter.principal = Some(name.clone());

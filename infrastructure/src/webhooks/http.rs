@@ -6,6 +6,7 @@
 //! before each request; redirects are not followed (a `3xx` is a failure, so a receiver
 //! cannot bounce a delivery to an address the policy forbids).
 
+use crate::error_chain as chain;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -108,18 +109,6 @@ impl Resolve for PolicyResolver {
             Ok(addrs)
         })
     }
-}
-
-/// The error and its causes on one line (reqwest's own message is only the outermost).
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut message = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        message.push_str(": ");
-        message.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    message
 }
 
 impl Deliverer for HttpDeliverer {
