@@ -294,6 +294,7 @@ impl Application {
             )
             .with_local_runner(READ_MODEL, processor_status.clone())
             .with_local_runner(SAGAS, saga_status.clone()),
+            owners: pm_infrastructure::owners::DbOwners::new(db.clone()),
             processors,
             processor_status,
             saga_status,

@@ -48,6 +48,12 @@ impl Caller {
         &self.0
     }
 
+    /// The organizations it may see: what every list, log read and claim of its requests
+    /// is limited to.
+    pub fn scope(&self) -> &pm_application::scope::Scope {
+        self.0.organizations()
+    }
+
     /// `403 forbidden` unless the caller has one of `allowed` (admin always may).
     ///
     /// # Errors

@@ -10,6 +10,7 @@
 //! up for its agent; a session resumed or unsuspended rings for each of its claimable
 //! turns. Publishing never blocks the service: the client buffers while NATS reconnects.
 
+use pm_application::scope::Scope;
 use std::sync::Arc;
 
 use pm_application::log::tail::Batch;
@@ -115,7 +116,7 @@ async fn rings(state: &AppState, event: &LoggedEvent) -> Vec<(Uuid, Uuid, Option
                 limit: 100,
                 cursor: None,
             };
-            match reads.turns(&filter, &page).await {
+            match reads.turns(&Scope::All, &filter, &page).await {
                 Ok(page) => page
                     .items
                     .iter()

@@ -4,6 +4,7 @@
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use pm_application::scope::StartRefused;
 use pm_application::AppError;
 use pm_domain::DomainError;
 use serde::Serialize;
@@ -274,6 +275,19 @@ impl From<AppError> for ApiError {
                 "turn_not_found",
                 "the turn does not exist",
             ),
+            AppError::StartRefused(refused) => {
+                let detail = refused.to_string();
+                match refused {
+                    StartRefused::OrganizationRequired => Self::new(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        "organization_required",
+                        detail,
+                    ),
+                    StartRefused::OrganizationForbidden(_) => {
+                        Self::new(StatusCode::FORBIDDEN, "organization_forbidden", detail)
+                    }
+                }
+            }
             AppError::Unavailable(cause) => Self::unavailable(cause),
             AppError::Internal(cause) => Self::internal(cause),
         }

@@ -215,6 +215,7 @@ impl FromRequestParts<AppState> for Ctx {
             causation_id,
             role: caller.principal().role_label(),
             principal: caller.principal().name().to_string(),
+            scope: caller.principal().organizations().clone(),
             idempotency_key,
             turn,
             ends: None,

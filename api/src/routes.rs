@@ -11,6 +11,7 @@ pub mod me;
 pub mod ops;
 pub mod queries;
 pub mod sagas;
+pub mod scope;
 pub mod table;
 pub mod tools;
 pub mod webhooks;
@@ -38,10 +39,12 @@ use access::{guard, Access, READERS};
 fn guarded(
     state: &AppState,
     access: Access,
+    path: &str,
     route: MethodRouter<AppState>,
 ) -> MethodRouter<AppState> {
+    let rule = scope::path_scope(path);
     let layer =
-        |roles: &'static [Role]| middleware::from_fn_with_state(state.clone(), guard(roles));
+        |roles: &'static [Role]| middleware::from_fn_with_state(state.clone(), guard(roles, rule));
     match access {
         Access::Open => route,
         Access::Read => route.layer(layer(READERS)),
@@ -80,7 +83,7 @@ pub fn router(state: AppState) -> Router {
     );
     let body_read_timeout = state.body_read_timeout;
     let open_mode = middleware::from_fn_with_state(state.clone(), crate::open_mode::layer);
-    let guard = middleware::from_fn_with_state(state, guard(READERS));
+    let guard = middleware::from_fn_with_state(state, guard(READERS, scope::PathScope::Unnamed));
     let mcp = tower::ServiceBuilder::new()
         .layer(middleware::from_fn(correlate))
         .layer(middleware::from_fn(record_metrics))
@@ -100,7 +103,7 @@ fn api(state: AppState) -> Router {
     for endpoint in table::endpoints() {
         router = router.route(
             endpoint.path,
-            guarded(&state, endpoint.access, endpoint.route),
+            guarded(&state, endpoint.access, endpoint.path, endpoint.route),
         );
     }
     router

@@ -73,6 +73,8 @@ pub struct Shared {
     pub mcp: crate::mcp::McpSettings,
     /// Queries over the read model and the saga rows, with read-your-writes.
     pub queries: Queries<ReadModel, SagaReads, DbProcessorStore, DbLogReader>,
+    /// The organization of what a path names (TRUST.md "Organizations").
+    pub owners: pm_infrastructure::owners::DbOwners,
     /// Processor cursors, leases and parked events.
     pub processors: DbProcessorStore,
     /// The status of this replica's `read_model` runner.

@@ -162,6 +162,8 @@ pub struct CommandContext {
     /// The authenticated caller's name, recorded with every fact the command writes
     /// (see [`EventMetadata::principal`]).
     pub principal: String,
+    /// The organizations the caller may write in (TRUST.md "Organizations").
+    pub scope: crate::scope::Scope,
     /// The request's `Idempotency-Key`, if it has one: written or completed by the
     /// command's append.
     pub idempotency_key: Option<IdempotencyKey>,

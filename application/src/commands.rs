@@ -214,6 +214,8 @@ impl<S: CommandStore> Commands<S> {
         input: StartConversationInput,
         ctx: &CommandContext,
     ) -> Result<Outcome<ConversationStarted>, AppError> {
+        ctx.scope
+            .may_start(input.organization.as_ref().map(Label::as_str))?;
         let id = match (&input.external_source, &input.external_id) {
             (Some(source), Some(external)) => {
                 ids::conversation_id(source.as_str(), external.as_str())

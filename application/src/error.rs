@@ -37,6 +37,10 @@ pub enum AppError {
     /// A fenced command or a turn report names a turn that does not exist.
     #[error("turn not found")]
     TurnNotFound,
+    /// The caller may not start a conversation in the organization it named (TRUST.md
+    /// "Organizations"); nothing was written.
+    #[error(transparent)]
+    StartRefused(#[from] crate::scope::StartRefused),
     /// The store could not be reached; the command may be retried.
     #[error("store unavailable: {0}")]
     Unavailable(String),

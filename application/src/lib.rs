@@ -16,6 +16,8 @@
 //! - [`queries`]: the query side's port and read-your-writes; [`views`]: what it answers.
 //! - [`sagas`]: the session, agent, turn and plan machines as a processor, with durable
 //!   deadlines and operators' controls.
+//! - [`scope`]: which organizations a principal may see — the rule every reader and
+//!   writer applies.
 //! - [`clock`]: the injected clock.
 //! - [`webhooks`]: webhook subscriptions, their signatures, the SSRF policy and the
 //!   dispatcher that delivers them.
@@ -31,6 +33,7 @@ pub mod processor;
 pub mod queries;
 pub mod read_model;
 pub mod sagas;
+pub mod scope;
 pub mod slots;
 pub mod views;
 pub mod webhooks;

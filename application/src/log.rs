@@ -7,6 +7,7 @@ use std::str::FromStr;
 
 use uuid::Uuid;
 
+use crate::scope::Scope;
 use crate::AppError;
 
 mod json;
@@ -89,6 +90,10 @@ pub struct LoggedEvent {
     pub metadata: Json,
     /// The conversation the event belongs to, if any.
     pub conversation_id: Option<Uuid>,
+    /// That conversation's organization (read with the event from the log-derived
+    /// `conversation_organizations`): `None` for a conversation without one and for an
+    /// event of no conversation. Decides who may see the event ([`EventFilter::scope`]).
+    pub organization: Option<std::sync::Arc<str>>,
 }
 
 impl LoggedEvent {
@@ -119,6 +124,9 @@ pub struct EventFilter {
     /// Only events caused by this principal (metadata `principal`): an audit asks what
     /// one caller did. Events that name no principal never pass it.
     pub principal: Option<String>,
+    /// Only events the reader may see: those of its organizations' conversations (every
+    /// event for [`Scope::All`], the default of the service's own readers).
+    pub scope: Scope,
 }
 
 impl EventFilter {
@@ -141,9 +149,13 @@ impl EventFilter {
             || self.type_prefixes.iter().any(|p| event_type.starts_with(p));
         let conversation_ok =
             self.conversation_id.is_none() || self.conversation_id == event.conversation_id;
+        let scope_ok = self.scope.is_all()
+            || (event.conversation_id.is_some()
+                && self.scope.permits(event.organization.as_deref()));
         // Asked last and only when filtered on: it parses the event's metadata.
         type_ok
             && conversation_ok
+            && scope_ok
             && self
                 .principal
                 .as_deref()
@@ -252,6 +264,33 @@ mod tests {
         assert!(EventFilter::default().matches(&by(None, "x")));
         assert_eq!(by(Some("alice"), "x").principal(), Some("alice"));
         assert_eq!(by(None, "x").principal(), None);
+    }
+
+    /// An event of conversation `conversation` whose organization is `organization`.
+    fn of(conversation: Option<Uuid>, organization: Option<&str>) -> LoggedEvent {
+        LoggedEvent {
+            conversation_id: conversation,
+            organization: organization.map(Into::into),
+            ..memory::event(1, "project_manager.message.added")
+        }
+    }
+
+    #[test]
+    fn given_a_scope_when_matched_then_only_its_organizations_events_pass() {
+        let acme = EventFilter {
+            scope: Scope::only(["acme"]),
+            ..EventFilter::default()
+        };
+        let conversation = Some(Uuid::nil());
+        assert!(acme.matches(&of(conversation, Some("acme"))));
+        assert!(!acme.matches(&of(conversation, Some("globex"))));
+        // A conversation without an organization, and an event of none (an actor's
+        // registration): only every-organization readers.
+        assert!(!acme.matches(&of(conversation, None)));
+        assert!(!acme.matches(&of(None, None)));
+        let all = EventFilter::default();
+        assert!(all.matches(&of(conversation, Some("globex"))));
+        assert!(all.matches(&of(None, None)));
     }
 
     #[test]

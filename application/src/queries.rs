@@ -23,6 +23,7 @@ use crate::log::{LogPosition, LogReader};
 use crate::processor::{ProcessorStatus, ProcessorStore};
 use crate::read_model::READ_MODEL;
 use crate::sagas::SAGAS;
+use crate::scope::Scope;
 use crate::views::{
     ConversationView, Page, PageRequest, StatsGroup, TaskCheckpointView, TaskDetail, TaskStatsView,
     TaskView,
@@ -73,7 +74,8 @@ pub struct MessageFilter {
     pub actor_id: Option<Uuid>,
 }
 
-/// Read access to the read model.
+/// Read access to the read model. Lists and statistics take the caller's [`Scope`]; one
+/// thing is read by id once the HTTP layer has checked the caller may see it.
 ///
 /// # Errors
 /// Every method fails with [`AppError::Unavailable`] when the store cannot be read.
@@ -91,6 +93,7 @@ pub trait ReadModelStore: Send + Sync + 'static {
     /// Conversations matching `filter`, oldest first.
     fn conversations(
         &self,
+        scope: &Scope,
         filter: &ConversationFilter,
         page: &PageRequest,
     ) -> impl Future<Output = Result<Page<ConversationView>, AppError>> + Send;
@@ -122,6 +125,7 @@ pub trait ReadModelStore: Send + Sync + 'static {
     /// Tasks matching `filter`, oldest first.
     fn tasks(
         &self,
+        scope: &Scope,
         filter: &TaskFilter,
         page: &PageRequest,
     ) -> impl Future<Output = Result<Page<TaskView>, AppError>> + Send;
@@ -136,6 +140,7 @@ pub trait ReadModelStore: Send + Sync + 'static {
     /// Counts by status and cycle times, overall or per group.
     fn task_stats(
         &self,
+        scope: &Scope,
         group: StatsGroup,
     ) -> impl Future<Output = Result<TaskStatsView, AppError>> + Send;
 }

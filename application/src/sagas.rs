@@ -103,6 +103,8 @@ pub struct ClaimFilter {
     pub conversation_id: Option<Uuid>,
     /// Only turns of this kind.
     pub kind: Option<pm_domain::saga::TurnKind>,
+    /// Only turns of conversations the claimant may see.
+    pub scope: crate::scope::Scope,
 }
 
 /// A turn a look found claimable.

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::log::{EventFilter, LogPosition};
+use crate::scope::Scope;
 use crate::AppError;
 
 pub mod dispatch;
@@ -91,6 +92,11 @@ pub struct WebhookView {
     pub url: String,
     /// The event-type filters: exact types and `prefix.*` patterns (`*`: every event).
     pub types: Vec<String>,
+    /// The organizations whose events it delivers: its registrant's (`["*"]`: every
+    /// event, including those of no conversation). Absent from a service older than
+    /// organizations: empty.
+    #[serde(default)]
+    pub organizations: Vec<String>,
     /// The signing secret (`whsec_<base64>`): in the creating answer only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub secret: Option<String>,
@@ -116,6 +122,8 @@ pub struct Subscription {
     pub url: String,
     /// Its event-type filters.
     pub types: Vec<String>,
+    /// Its registrant's organizations: only their events are delivered.
+    pub scope: Scope,
     /// The signing secret (`whsec_…`).
     pub secret: String,
     /// Delivered (or skipped) up to here.
@@ -129,9 +137,12 @@ pub struct Subscription {
 }
 
 impl Subscription {
-    /// The log filter of its types (`*` alone matches everything).
+    /// The log filter of its types (`*` alone matches everything) within its scope.
     pub fn filter(&self) -> EventFilter {
-        types_filter(&self.types)
+        EventFilter {
+            scope: self.scope.clone(),
+            ..types_filter(&self.types)
+        }
     }
 }
 
@@ -152,6 +163,8 @@ pub struct NewWebhook {
     pub url: String,
     /// The checked filters.
     pub types: Vec<String>,
+    /// The registrant's organizations.
+    pub scope: Scope,
     /// The secret (`whsec_…`).
     pub secret: String,
     /// Deliveries start after this position (the log's head when it was created).
@@ -167,6 +180,7 @@ impl NewWebhook {
             id: self.id,
             url: self.url.clone(),
             types: self.types.clone(),
+            organizations: self.scope.names(),
             secret: Some(self.secret.clone()),
             state: WebhookState::Active,
             position: self.position.to_string(),
@@ -349,6 +363,29 @@ mod tests {
             check_types(&vec!["turn.*".to_string(); MAX_TYPES + 1]),
             Err(TypesError::TooMany)
         );
+    }
+
+    #[test]
+    fn given_a_registrants_organizations_when_filtering_then_only_theirs_are_delivered() {
+        let subscription = Subscription {
+            id: Uuid::nil(),
+            url: "https://hooks.example.com/".into(),
+            types: types(&["*"]),
+            scope: Scope::only(["acme"]),
+            secret: "whsec_x".into(),
+            position: LogPosition::START,
+            generation: 0,
+            failing: None,
+        };
+        let of = |organization: Option<&str>, conversation: Option<Uuid>| crate::log::LoggedEvent {
+            organization: organization.map(Into::into),
+            conversation_id: conversation,
+            ..crate::log::memory::event(1, "project_manager.message.added")
+        };
+        let filter = subscription.filter();
+        assert!(filter.matches(&of(Some("acme"), Some(Uuid::nil()))));
+        assert!(!filter.matches(&of(Some("globex"), Some(Uuid::nil()))));
+        assert!(!filter.matches(&of(None, None)));
     }
 
     #[test]

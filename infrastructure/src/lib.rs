@@ -7,6 +7,7 @@
 //! - [`doorbell`]: wakes log readers after appends, across replicas on PostgreSQL.
 //! - [`lookup`]: the domain's lookup port over the event store.
 //! - [`log`]: the global log reader (commit-safe order on PostgreSQL).
+//! - [`owners`]: the organization of what a path names, and the SQL form of a scope.
 //! - [`idempotency`]: the `Idempotency-Key` store.
 //! - [`processor`]: processors' cursors, leases and parked events (every processor's
 //!   storage).
@@ -23,6 +24,7 @@ pub mod doorbell;
 pub mod idempotency;
 pub mod log;
 pub mod lookup;
+pub mod owners;
 pub mod processor;
 pub mod read_model;
 pub mod relay;

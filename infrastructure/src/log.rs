@@ -11,6 +11,7 @@ use tokio::sync::watch;
 use std::time::Duration;
 
 use crate::db::{Arg, Args, DbRow};
+use crate::owners::scope_clause;
 use crate::processor::store::store_error;
 use crate::sql::Dialect;
 use crate::Database;
@@ -36,10 +37,13 @@ const HELD_BACK: &str = "SELECT (extract(epoch FROM clock_timestamp() - a.xact_s
     WHERE l.locktype = 'advisory' AND l.granted AND l.classid = 1886219375 AND l.objid = 1728053249 \
       AND l.objsubid = 1 AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())";
 
-/// The columns of a logged event.
+/// The columns of a logged event, with its conversation's organization (one primary-key
+/// read of the log-derived `conversation_organizations` per event).
 const COLUMNS: &str = "global_position, aggregate_type, aggregate_id, sequence, \
     event_type, event_version, payload::text AS payload, metadata::text AS metadata, \
-    conversation_id::text AS conversation_id";
+    conversation_id::text AS conversation_id, \
+    (SELECT o.organization FROM conversation_organizations o \
+     WHERE o.conversation_id = events.conversation_id) AS organization";
 
 fn logged(row: &DbRow) -> Result<LoggedEvent, AppError> {
     let decode = |e: sqlx::Error| corrupt("row", e);
@@ -55,6 +59,7 @@ fn logged(row: &DbRow) -> Result<LoggedEvent, AppError> {
         metadata: Json::from_text(row.string("metadata").map_err(decode)?)
             .map_err(|e| corrupt("metadata", e))?,
         conversation_id: row.opt_uuid("conversation_id").map_err(decode)?,
+        organization: row.opt_str("organization").map_err(decode)?.map(Into::into),
     })
 }
 
@@ -91,6 +96,7 @@ fn read_clause(after: LogPosition, filter: &EventFilter, limit: u32) -> (String,
         let p = args.push(Arg::Text(Some(principal.clone())));
         sql.push_str(&format!(" AND metadata->>'principal' = {p}"));
     }
+    sql.push_str(&scope_clause(&mut args, "conversation_id", &filter.scope));
     let l = args.push(Arg::Int(Some(i64::from(limit))));
     sql.push_str(&format!(" ORDER BY global_position LIMIT {l}"));
     (sql, args)

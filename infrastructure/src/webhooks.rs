@@ -3,6 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use pm_application::log::LogPosition;
+use pm_application::scope::Scope;
 use pm_application::webhooks::{
     DeliveryFailure, NewWebhook, Subscription, WebhookState, WebhookStore, WebhookView, WEBHOOKS,
 };
@@ -15,8 +16,8 @@ use crate::Database;
 
 pub mod http;
 
-const COLUMNS: &str = "id::text AS id, url, types, secret, state, position, generation, \
-                       last_error, created_at, updated_at";
+const COLUMNS: &str = "id::text AS id, url, types, organizations, secret, state, position, \
+                       generation, last_error, created_at, updated_at";
 
 /// The subscriptions in a [`Database`].
 #[derive(Debug, Clone)]
@@ -42,6 +43,16 @@ fn types_of(row: &DbRow) -> Result<Vec<String>, sqlx::Error> {
     serde_json::from_str(&row.string("types")?).map_err(|e| corrupt("types", e))
 }
 
+/// The registrant's organizations: NULL for every organization, else a JSON array.
+fn scope_of(row: &DbRow) -> Result<Scope, sqlx::Error> {
+    match row.opt_string("organizations")? {
+        None => Ok(Scope::All),
+        Some(raw) => serde_json::from_str::<Vec<String>>(&raw)
+            .map(Scope::only)
+            .map_err(|e| corrupt("organizations", e)),
+    }
+}
+
 fn last_error(row: &DbRow) -> Result<Option<DeliveryFailure>, sqlx::Error> {
     row.opt_string("last_error")?
         .map(|raw| serde_json::from_str(&raw).map_err(|e| corrupt("last_error", e)))
@@ -55,6 +66,7 @@ fn view(row: &DbRow) -> Result<WebhookView, sqlx::Error> {
         id: row.uuid("id")?,
         url: row.string("url")?,
         types: types_of(row)?,
+        organizations: scope_of(row)?.names(),
         secret: None,
         state: WebhookState::parse(&state).ok_or_else(|| corrupt("state", state))?,
         position: LogPosition(row.int("position")?).to_string(),
@@ -69,6 +81,7 @@ fn subscription(row: &DbRow) -> Result<Subscription, sqlx::Error> {
         id: row.uuid("id")?,
         url: row.string("url")?,
         types: types_of(row)?,
+        scope: scope_of(row)?,
         secret: row.string("secret")?,
         position: LogPosition(row.int("position")?),
         generation: row.int("generation")?,
@@ -83,17 +96,24 @@ fn internal(e: impl std::fmt::Display) -> AppError {
 impl WebhookStore for DbWebhookStore {
     async fn create(&self, new: &NewWebhook) -> Result<(), AppError> {
         let types = serde_json::to_string(&new.types).map_err(internal)?;
+        let organizations = new
+            .scope
+            .organizations()
+            .map(serde_json::to_string)
+            .transpose()
+            .map_err(internal)?;
         self.db
             .execute(
-                "INSERT INTO webhooks (id, url, types, secret, state, position, generation, created_at, updated_at) \
-                 VALUES ($1::uuid, $2, $3, $4, 'active', $5, 0, $6::timestamptz, $6::timestamptz)",
+                "INSERT INTO webhooks (id, url, types, secret, state, position, generation, created_at, updated_at, organizations) \
+                 VALUES ($1::uuid, $2, $3, $4, 'active', $5, 0, $6::timestamptz, $6::timestamptz, $7)",
                 Args::new()
                     .uuid(new.id)
                     .text(&new.url)
                     .text(types)
                     .text(&new.secret)
                     .int(new.position.0)
-                    .time(&new.at),
+                    .time(&new.at)
+                    .opt_text(organizations),
             )
             .await
             .map_err(store_error)?;

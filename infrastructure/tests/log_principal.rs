@@ -54,6 +54,7 @@ fn by(principal: &str, role: &str) -> CommandContext {
         causation_id: None,
         role: role.into(),
         principal: principal.into(),
+        scope: pm_application::scope::Scope::All,
         idempotency_key: None,
         turn: None,
         ends: None,

@@ -59,6 +59,7 @@ fn poison(position: i64) -> LoggedEvent {
         payload: serde_json::json!({}).into(),
         metadata: serde_json::json!({}).into(),
         conversation_id: None,
+        organization: None,
     }
 }
 

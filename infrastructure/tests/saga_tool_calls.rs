@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use pm_application::bus::EventMetadata;
 use pm_application::queries::{SagaReadStore, ToolCallFilter, TurnFilter};
 use pm_application::sagas::{NewRune, SagaStore, SagaWrite};
+use pm_application::scope::Scope;
 use pm_application::views::{List, Page, PageCursor, PageRequest, ToolCallView};
 use pm_domain::saga::rune::tool::ToolCalled;
 use pm_domain::saga::{
@@ -124,7 +125,10 @@ async fn listed(reads: &SagaReads, filter: ToolCallFilter) -> Vec<String> {
         limit: 50,
         cursor: None,
     };
-    let found = reads.tool_calls(&filter, &page).await.expect("tool calls");
+    let found = reads
+        .tool_calls(&Scope::All, &filter, &page)
+        .await
+        .expect("tool calls");
     assert!(found.next_cursor.is_none());
     found.items.into_iter().map(|c| c.call_id).collect()
 }
@@ -241,6 +245,7 @@ async fn a_turn_reads_back_with_its_calls_in_report_order(db: TestDb) {
     // A page of turns fills each turn's calls.
     let page = reads
         .turns(
+            &Scope::All,
             &TurnFilter::default(),
             &PageRequest {
                 limit: 10,
@@ -301,7 +306,7 @@ async fn a_turn_reads_back_with_its_calls_in_report_order(db: TestDb) {
     let mut cursor: Option<PageCursor> = None;
     loop {
         let page: Page<ToolCallView> = reads
-            .tool_calls(&of_turn, &PageRequest { limit: 1, cursor })
+            .tool_calls(&Scope::All, &of_turn, &PageRequest { limit: 1, cursor })
             .await
             .expect("a page");
         seen.extend(page.items.iter().map(|c| (c.created_at, c.call_id.clone())));

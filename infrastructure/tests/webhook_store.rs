@@ -9,6 +9,7 @@ mod support;
 use chrono::{DateTime, Utc};
 use pm_application::log::LogPosition;
 use pm_application::processor::ProcessorStore;
+use pm_application::scope::Scope;
 use pm_application::webhooks::{DeliveryFailure, NewWebhook, WebhookState, WebhookStore, WEBHOOKS};
 use pm_infrastructure::processor::DbProcessorStore;
 use pm_infrastructure::webhooks::DbWebhookStore;
@@ -42,6 +43,7 @@ async fn subscriptions_keep_their_cursor_under_compare_and_set(db: TestDb) {
             id,
             url: "https://hooks.example.com/pm".into(),
             types: vec!["turn.*".into(), "project_manager.task.created".into()],
+            scope: Scope::All,
             secret: SECRET.into(),
             position: LogPosition(7),
             at: at("2026-11-24T10:00:00Z"),
@@ -159,12 +161,23 @@ async fn subscriptions_keep_their_cursor_under_compare_and_set(db: TestDb) {
             id: second,
             url: "https://b.example.com/".into(),
             types: vec!["*".into()],
+            scope: Scope::only(["acme"]),
             secret: SECRET.into(),
             position: LogPosition::START,
             at: at("2026-11-24T11:00:00Z"),
         })
         .await
         .expect("created");
+    // A registrant's organizations come back as they were stored.
+    let scoped = store.get(second).await.expect("read").expect("stored");
+    assert_eq!(scoped.organizations, vec!["acme".to_string()]);
+    let active = store.active().await.expect("active");
+    let scopes: Vec<(Uuid, Scope)> = active.iter().map(|s| (s.id, s.scope.clone())).collect();
+    assert!(
+        scopes.contains(&(second, Scope::only(["acme"]))),
+        "{scopes:?}"
+    );
+    assert!(scopes.contains(&(id, Scope::All)), "{scopes:?}");
     let ids: Vec<Uuid> = store
         .list()
         .await

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 
-use pm_domain::text::Label;
+pub use pm_application::scope::Scope;
 use serde::Serialize;
 use uuid::Uuid;
 
@@ -34,46 +34,9 @@ pub enum Source {
     Open,
 }
 
-/// The organizations a principal may see.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Organizations {
-    /// `["*"]`: every organization and the conversations without one.
-    All,
-    /// Only these.
-    Only(BTreeSet<String>),
-}
-
-impl Organizations {
-    /// Parses a list of names, where `*` alone means every organization.
-    ///
-    /// # Errors
-    /// A message naming the bad entry.
-    pub fn parse<S: AsRef<str>>(names: &[S]) -> Result<Self, String> {
-        if names.iter().any(|n| n.as_ref() == "*") {
-            return match names.len() {
-                1 => Ok(Self::All),
-                _ => Err("\"*\" stands alone: it already means every organization".into()),
-            };
-        }
-        names
-            .iter()
-            .map(|n| {
-                Label::parse(n.as_ref())
-                    .map(|l| l.as_str().to_string())
-                    .map_err(|e| format!("organization {:?}: {e}", crate::error::clip(n.as_ref())))
-            })
-            .collect::<Result<BTreeSet<_>, _>>()
-            .map(Self::Only)
-    }
-
-    /// The names as `GET /v1/me` lists them.
-    pub fn names(&self) -> Vec<String> {
-        match self {
-            Self::All => vec!["*".into()],
-            Self::Only(names) => names.iter().cloned().collect(),
-        }
-    }
-}
+/// The organizations a principal may see: the application's [`Scope`], the one place
+/// their rule is stated.
+pub type Organizations = Scope;
 
 /// An authenticated caller.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,10 +1,12 @@
 //! Who may call an endpoint, and the middleware that enforces it: `401` without a known
-//! token, `403` for a role the endpoint does not allow (admin may do everything).
+//! token, `403` for a role the endpoint does not allow (admin may do everything), and
+//! for a scoped principal what [`super::scope`] says of the path.
 
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use super::scope::PathScope;
 use crate::auth::{Caller, Role};
 use crate::state::AppState;
 
@@ -56,9 +58,11 @@ impl Access {
 /// Future of the guard middleware.
 pub type GuardFuture = std::pin::Pin<Box<dyn std::future::Future<Output = Response> + Send>>;
 
-/// Middleware letting only `roles` (and admin) through.
+/// Middleware letting only `roles` (and admin) through, and a scoped principal only to
+/// what `scope` says it may reach ([`super::scope::check`]).
 pub fn guard(
     roles: &'static [Role],
+    scope: PathScope,
 ) -> impl Fn(State<AppState>, Request, Next) -> GuardFuture + Clone + Send + 'static {
     move |State(state): State<AppState>, req: Request, next: Next| {
         Box::pin(async move {
@@ -73,6 +77,9 @@ pub fn guard(
                     Err(e) => return e.into_response(),
                 };
             if let Err(e) = caller.require(roles) {
+                return e.into_response();
+            }
+            if let Err(e) = super::scope::check(scope, &caller, &mut parts, &state).await {
                 return e.into_response();
             }
             next.run(Request::from_parts(parts, body)).await

@@ -126,7 +126,8 @@ pub async fn register_actor(
 #[utoipa::path(post, path = "/v1/conversations", tag = "commands", request_body = StartConversationInput,
     responses((status = 201, body = ConversationStarted, description = "Started"), (status = 200, body = ConversationStarted, description = "Identical repeat"),
               (status = 409, body = crate::error::Problem, description = "A conversation with this `external_source` and `external_id` exists with other content (`conversation_exists`)."),
-              (status = 422, body = crate::error::Problem, description = "An `actor_ids` entry is not a registered actor (`actor_not_found`).")))]
+              (status = 403, body = crate::error::Problem, description = "`organization` is not one of the caller's organizations (`organization_forbidden`)."),
+              (status = 422, body = crate::error::Problem, description = "An `actor_ids` entry is not a registered actor (`actor_not_found`); a caller of some organizations only named none (`organization_required`).")))]
 pub async fn start_conversation(
     State(state): State<AppState>,
     Ctx(ctx): Ctx,

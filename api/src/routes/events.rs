@@ -16,6 +16,7 @@ use pm_application::log::{EventFilter, LogPosition, LogReader, LoggedEvent};
 use pm_application::processor::ProcessorStore;
 use pm_application::queries::{check_in_log, AgentFilter, SagaReadStore, TurnFilter};
 use pm_application::sagas::SAGAS;
+use pm_application::scope::{OwnerStore, Scope, Target, Visibility};
 use pm_application::views::{CloudEvent, List, Page, PageCursor, PageRequest, SessionSnapshot};
 use pm_application::AppError;
 use serde::{Deserialize, Serialize};
@@ -119,7 +120,8 @@ pub async fn events(
     ApiQuery(q): ApiQuery<EventsQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let (cursor, filter) = parse_query(&q, &headers)?;
+    let (cursor, mut filter) = parse_query(&q, &headers)?;
+    filter.scope = caller.scope().clone();
     if cursor != LogPosition::START {
         check_in_log(&state.log, cursor).await?;
     }
@@ -180,11 +182,22 @@ async fn snapshot(
     state: &AppState,
     conversation_id: Uuid,
     cursor: LogPosition,
+    scope: &Scope,
 ) -> Result<SessionSnapshot, AppError> {
     // The position first: the rows read after it reflect at least that much of the log.
     let position = state.processors.cursor(SAGAS).await?;
     let reads = state.queries.sagas_unchecked();
-    let session = reads.session(conversation_id).await?;
+    // Outside the caller's organizations: the snapshot of a conversation that does not
+    // exist (the lists below are scoped too).
+    let hidden = state
+        .owners
+        .visibility(scope, Target::Conversation, conversation_id)
+        .await?
+        == Visibility::Hidden;
+    let session = match hidden {
+        true => None,
+        false => reads.session(conversation_id).await?,
+    };
     let first = PageRequest {
         limit: 500,
         cursor: None,
@@ -196,7 +209,7 @@ async fn snapshot(
     let mut agents = Vec::new();
     let mut request = Some(first.clone());
     while let Some(r) = request {
-        let page = reads.agents(&agent_filter, &r).await?;
+        let page = reads.agents(scope, &agent_filter, &r).await?;
         request = next_page(&page, agents.len() + page.items.len(), List::Agents);
         agents.extend(page.items);
     }
@@ -207,7 +220,7 @@ async fn snapshot(
     let mut turns = Vec::new();
     let mut request = Some(first);
     while let Some(r) = request {
-        let page = reads.turns(&turn_filter, &r).await?;
+        let page = reads.turns(scope, &turn_filter, &r).await?;
         request = next_page(&page, turns.len() + page.items.len(), List::Turns);
         turns.extend(page.items);
     }
@@ -239,7 +252,7 @@ fn stream(
         let mut tail = state.tail.subscribe();
         if let Some(conversation_id) = filter.conversation_id {
             // FCMP: a conversation stream starts with the session's state.
-            let snapshot = match snapshot(&state, conversation_id, cursor).await {
+            let snapshot = match snapshot(&state, conversation_id, cursor, &filter.scope).await {
                 Ok(snapshot) => snapshot,
                 Err(e) => {
                     tracing::warn!(error = %e, "could not read the session snapshot");

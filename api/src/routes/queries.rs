@@ -17,6 +17,7 @@ use pm_domain::checkpoint::ConversationCheckpointCreated;
 use pm_domain::message::MessageAdded;
 use pm_domain::types::{CheckpointType, TaskStatus};
 
+use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{path_uuid, ApiQuery};
 use crate::state::AppState;
@@ -45,6 +46,7 @@ pub async fn actor(
     responses((status = 200, body = Page<ConversationView>, description = "A page of conversations"), (status = 400, body = crate::error::Problem)))]
 pub async fn conversations(
     State(state): State<AppState>,
+    caller: Caller,
     ApiQuery(f): ApiQuery<ConversationParams>,
     ApiQuery(p): ApiQuery<ListParams>,
 ) -> Result<Json<Page<ConversationView>>, ApiError> {
@@ -68,7 +70,9 @@ pub async fn conversations(
         latest_checkpoint_type,
     };
     let read = read_your_writes(&state, &p.min_position).await?;
-    Ok(Json(read.conversations(&filter, &page).await?))
+    Ok(Json(
+        read.conversations(caller.scope(), &filter, &page).await?,
+    ))
 }
 
 /// `GET /v1/conversations/{id}`.
@@ -129,6 +133,7 @@ pub async fn messages(
     responses((status = 200, body = Page<TaskView>, description = "Its tasks with derived status"), (status = 404, body = crate::error::Problem)))]
 pub async fn conversation_tasks(
     State(state): State<AppState>,
+    caller: Caller,
     Path(id): Path<String>,
     ApiQuery(p): ApiQuery<ListParams>,
 ) -> Result<Json<Page<TaskView>>, ApiError> {
@@ -140,7 +145,7 @@ pub async fn conversation_tasks(
         conversation_id: Some(id),
         ..TaskFilter::default()
     };
-    Ok(Json(read.tasks(&filter, &page).await?))
+    Ok(Json(read.tasks(caller.scope(), &filter, &page).await?))
 }
 
 /// `GET /v1/tasks`.
@@ -148,6 +153,7 @@ pub async fn conversation_tasks(
     responses((status = 200, body = Page<TaskView>, description = "A page of tasks with derived status"), (status = 400, body = crate::error::Problem)))]
 pub async fn tasks(
     State(state): State<AppState>,
+    caller: Caller,
     ApiQuery(f): ApiQuery<TaskParams>,
     ApiQuery(p): ApiQuery<ListParams>,
 ) -> Result<Json<Page<TaskView>>, ApiError> {
@@ -169,7 +175,7 @@ pub async fn tasks(
         organization: f.organization,
     };
     let read = read_your_writes(&state, &p.min_position).await?;
-    Ok(Json(read.tasks(&filter, &page).await?))
+    Ok(Json(read.tasks(caller.scope(), &filter, &page).await?))
 }
 
 /// `GET /v1/tasks/{id}`.
@@ -190,6 +196,7 @@ pub async fn task(
     responses((status = 200, body = TaskStatsView, description = "Counts by status and cycle times"), (status = 400, body = crate::error::Problem)))]
 pub async fn task_stats(
     State(state): State<AppState>,
+    caller: Caller,
     ApiQuery(p): ApiQuery<StatsParams>,
 ) -> Result<Json<TaskStatsView>, ApiError> {
     let group = match p.group_by.as_deref() {
@@ -204,7 +211,7 @@ pub async fn task_stats(
         }
     };
     let read = read_your_writes(&state, &p.min_position).await?;
-    Ok(Json(read.task_stats(group).await?))
+    Ok(Json(read.task_stats(caller.scope(), group).await?))
 }
 
 /// `GET /v1/conversations/{id}/checkpoints/{child}`.

@@ -25,6 +25,7 @@ use uuid::Uuid;
 use super::commands::EVENT_POSITION;
 use super::queries::{page_request, uuid_param, ListParams};
 use super::workers::ReasonBody;
+use crate::auth::Caller;
 use crate::error::{invalid_position, ApiError};
 use crate::extract::{parse_json, path_uuid, ApiQuery, Ctx, RawBody};
 use crate::state::AppState;
@@ -225,6 +226,7 @@ pub async fn session(
               (status = 400, body = crate::error::Problem)))]
 pub async fn sessions(
     State(state): State<AppState>,
+    caller: Caller,
     ApiQuery(f): ApiQuery<SessionParams>,
     ApiQuery(p): ApiQuery<ListParams>,
 ) -> Result<Json<Page<SessionView>>, ApiError> {
@@ -242,7 +244,7 @@ pub async fn sessions(
         )?,
     };
     let reads = sagas_at(&state, &p.min_position).await?;
-    Ok(Json(reads.sessions(&filter, &page).await?))
+    Ok(Json(reads.sessions(caller.scope(), &filter, &page).await?))
 }
 
 /// `GET /v1/agents`.
@@ -251,6 +253,7 @@ pub async fn sessions(
               (status = 400, body = crate::error::Problem)))]
 pub async fn agents(
     State(state): State<AppState>,
+    caller: Caller,
     ApiQuery(f): ApiQuery<AgentParams>,
     ApiQuery(p): ApiQuery<ListParams>,
 ) -> Result<Json<Page<AgentView>>, ApiError> {
@@ -262,7 +265,7 @@ pub async fn agents(
         state: state_param(&f.state, AgentState::parse, &all)?,
     };
     let reads = sagas_at(&state, &p.min_position).await?;
-    Ok(Json(reads.agents(&filter, &page).await?))
+    Ok(Json(reads.agents(caller.scope(), &filter, &page).await?))
 }
 
 /// `GET /v1/agents/{id}`.
@@ -285,6 +288,7 @@ pub async fn agent(
               (status = 400, body = crate::error::Problem)))]
 pub async fn turns(
     State(state): State<AppState>,
+    caller: Caller,
     ApiQuery(f): ApiQuery<TurnParams>,
     ApiQuery(p): ApiQuery<ListParams>,
 ) -> Result<Json<Page<TurnView>>, ApiError> {
@@ -297,7 +301,7 @@ pub async fn turns(
         state: state_param(&f.state, TurnState::parse, &all)?,
     };
     let reads = sagas_at(&state, &p.min_position).await?;
-    Ok(Json(reads.turns(&filter, &page).await?))
+    Ok(Json(reads.turns(caller.scope(), &filter, &page).await?))
 }
 
 /// `GET /v1/turns/{id}`.
@@ -320,6 +324,7 @@ pub async fn turn(
               (status = 400, body = crate::error::Problem)))]
 pub async fn anomalies(
     State(state): State<AppState>,
+    caller: Caller,
     ApiQuery(f): ApiQuery<AnomalyParams>,
     ApiQuery(p): ApiQuery<ListParams>,
 ) -> Result<Json<Page<AnomalyView>>, ApiError> {
@@ -328,7 +333,7 @@ pub async fn anomalies(
         conversation_id: uuid_param("conversation_id", &f.conversation_id)?,
     };
     let reads = sagas_at(&state, &p.min_position).await?;
-    Ok(Json(reads.anomalies(&filter, &page).await?))
+    Ok(Json(reads.anomalies(caller.scope(), &filter, &page).await?))
 }
 
 /// A session control's id and answer.

@@ -18,6 +18,7 @@ use uuid::Uuid;
 use super::queries::{page_request, uuid_param, ListParams};
 use super::sagas::{sagas_at, state_param};
 use super::workers::{body_or_default, metadata, refused, report_of, turn_row, with_position};
+use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{parse_json, path_uuid, ApiQuery, Ctx, RawBody};
 use crate::state::AppState;
@@ -409,6 +410,7 @@ pub async fn call(
               (status = 400, body = crate::error::Problem)))]
 pub async fn tool_calls(
     State(state): State<AppState>,
+    caller: Caller,
     ApiQuery(f): ApiQuery<ToolCallParams>,
     ApiQuery(p): ApiQuery<ListParams>,
 ) -> Result<Json<Page<ToolCallView>>, ApiError> {
@@ -424,5 +426,7 @@ pub async fn tool_calls(
         turn_id: uuid_param("turn_id", &f.turn_id)?,
     };
     let reads = sagas_at(&state, &p.min_position).await?;
-    Ok(Json(reads.tool_calls(&filter, &page).await?))
+    Ok(Json(
+        reads.tool_calls(caller.scope(), &filter, &page).await?,
+    ))
 }

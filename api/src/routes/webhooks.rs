@@ -10,6 +10,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use pm_application::log::{LogPosition, LogReader};
+use pm_application::scope::Scope;
 use pm_application::webhooks::policy::{HostPolicy, UrlError};
 use pm_application::webhooks::{check_types, signature, NewWebhook, WebhookStore, WebhookView};
 use pm_infrastructure::webhooks::http::check_registration;
@@ -19,6 +20,7 @@ use tokio::sync::Notify;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{parse_json, path_uuid, RawBody};
 use crate::state::AppState;
@@ -98,6 +100,7 @@ fn refused_url(e: UrlError) -> ApiError {
               (status = 422, body = crate::error::Problem, description = "A bad URL, filter or secret (`validation_failed`), or a URL the host policy refuses (`webhook_url_not_allowed`).")))]
 pub async fn create(
     State(state): State<AppState>,
+    caller: Caller,
     RawBody(body): RawBody,
 ) -> Result<Response, ApiError> {
     let body: CreateWebhook = parse_json(&body)?;
@@ -117,6 +120,7 @@ pub async fn create(
         id: Uuid::now_v7(),
         url: body.url,
         types: body.types,
+        scope: caller.scope().clone(),
         secret,
         position: state.log.head().await?,
         // As stored (microseconds): the answer equals what `GET` shows.
@@ -137,10 +141,28 @@ pub async fn create(
 /// `GET /v1/webhooks`.
 #[utoipa::path(get, path = "/v1/webhooks", tag = "webhooks",
     responses((status = 200, body = WebhookList, description = "Every subscription, oldest first (without secrets)")))]
-pub async fn list(State(state): State<AppState>) -> Result<Json<WebhookList>, ApiError> {
-    Ok(Json(WebhookList {
-        items: state.webhooks.store.list().await?,
-    }))
+pub async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Json<WebhookList>, ApiError> {
+    let mut items = state.webhooks.store.list().await?;
+    items.retain(|w| mine(&caller, w));
+    Ok(Json(WebhookList { items }))
+}
+
+/// Whether `caller` may see subscription `webhook` (TRUST.md "Organizations"): one whose
+/// registrant's organizations are all the caller's — another organization's webhook
+/// answers as if it did not exist.
+fn mine(caller: &Caller, webhook: &WebhookView) -> bool {
+    Scope::parse(&webhook.organizations).is_ok_and(|theirs| caller.scope().covers(&theirs))
+}
+
+/// The subscription `id` if `caller` may see it.
+async fn find(state: &AppState, caller: &Caller, id: Uuid) -> Result<WebhookView, ApiError> {
+    match state.webhooks.store.get(id).await? {
+        Some(view) if mine(caller, &view) => Ok(view),
+        _ => Err(not_found(id)),
+    }
 }
 
 /// `GET /v1/webhooks/{id}`.
@@ -149,11 +171,11 @@ pub async fn list(State(state): State<AppState>) -> Result<Json<WebhookList>, Ap
               (status = 404, body = crate::error::Problem, description = "No such webhook (`webhook_not_found`).")))]
 pub async fn get(
     State(state): State<AppState>,
+    caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<WebhookView>, ApiError> {
     let id = path_uuid(&id, "webhook_not_found", "webhook")?;
-    let view = state.webhooks.store.get(id).await?;
-    view.map(Json).ok_or_else(|| not_found(id))
+    find(&state, &caller, id).await.map(Json)
 }
 
 /// `DELETE /v1/webhooks/{id}`: deliveries stop at once on this replica and within a second
@@ -164,9 +186,11 @@ pub async fn get(
               (status = 404, body = crate::error::Problem, description = "No such webhook (`webhook_not_found`).")))]
 pub async fn delete(
     State(state): State<AppState>,
+    caller: Caller,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let id = path_uuid(&id, "webhook_not_found", "webhook")?;
+    find(&state, &caller, id).await?;
     if !state.webhooks.store.delete(id).await? {
         return Err(not_found(id));
     }
@@ -183,10 +207,12 @@ pub async fn delete(
               (status = 422, body = crate::error::Problem, description = "`from_position` is not a position of the log (`validation_failed`).")))]
 pub async fn resume(
     State(state): State<AppState>,
+    caller: Caller,
     Path(id): Path<String>,
     RawBody(body): RawBody,
 ) -> Result<Json<WebhookView>, ApiError> {
     let id = path_uuid(&id, "webhook_not_found", "webhook")?;
+    find(&state, &caller, id).await?;
     let body: ResumeWebhook = super::workers::body_or_default(&body)?;
     let from = match body.from_position.as_deref() {
         Some(raw) => {

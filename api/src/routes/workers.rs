@@ -270,6 +270,7 @@ pub async fn claim(
             actor_id: body.actor_id,
             conversation_id: body.conversation_id,
             kind: body.kind,
+            scope: ctx.0.scope.clone(),
         },
         wait: std::time::Duration::from_millis(wait_ms),
         lease: lease(body.lease_ms, &state)?,

@@ -184,6 +184,7 @@ fn ctx() -> CommandContext {
         causation_id: None,
         role: "test".into(),
         principal: "test".into(),
+        scope: crate::scope::Scope::All,
         idempotency_key: None,
         turn: None,
         ends: None,

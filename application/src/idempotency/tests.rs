@@ -185,6 +185,7 @@ impl FakeLog {
             .into(),
             metadata: json!({}).into(),
             conversation_id: None,
+            organization: None,
         });
         position
     }

@@ -59,6 +59,7 @@ pub(crate) fn event(position: i64, event_type: &str) -> LoggedEvent {
         payload: serde_json::json!({"n": position}).into(),
         metadata: serde_json::json!({}).into(),
         conversation_id: None,
+        organization: None,
     }
 }
 

@@ -212,6 +212,7 @@ mod tests {
             payload: serde_json::json!({}).into(),
             metadata: serde_json::json!({}).into(),
             conversation_id: None,
+            organization: None,
         }
     }
 

@@ -5,6 +5,7 @@ use std::future::Future;
 use pm_domain::saga::{AgentState, ConversationState, SessionState, ToolCallState, TurnState};
 use uuid::Uuid;
 
+use crate::scope::Scope;
 use crate::views::{
     AgentView, AnomalyView, Page, PageRequest, SessionView, ToolCallView, TurnView,
 };
@@ -62,7 +63,8 @@ pub struct AnomalyFilter {
     pub conversation_id: Option<Uuid>,
 }
 
-/// Read access to the saga rows.
+/// Read access to the saga rows. Lists take the caller's [`Scope`]; one row is read by
+/// id once the HTTP layer has checked the caller may see it.
 ///
 /// # Errors
 /// Every method fails with [`AppError::Unavailable`] when the store cannot be read.
@@ -75,12 +77,14 @@ pub trait SagaReadStore: Send + Sync + 'static {
     /// Sessions matching `filter`, oldest first.
     fn sessions(
         &self,
+        scope: &Scope,
         filter: &SessionFilter,
         page: &PageRequest,
     ) -> impl Future<Output = Result<Page<SessionView>, AppError>> + Send;
     /// Agents matching `filter`, oldest first.
     fn agents(
         &self,
+        scope: &Scope,
         filter: &AgentFilter,
         page: &PageRequest,
     ) -> impl Future<Output = Result<Page<AgentView>, AppError>> + Send;
@@ -89,6 +93,7 @@ pub trait SagaReadStore: Send + Sync + 'static {
     /// Turns matching `filter`, oldest first.
     fn turns(
         &self,
+        scope: &Scope,
         filter: &TurnFilter,
         page: &PageRequest,
     ) -> impl Future<Output = Result<Page<TurnView>, AppError>> + Send;
@@ -97,12 +102,14 @@ pub trait SagaReadStore: Send + Sync + 'static {
     /// Tool calls matching `filter`, oldest first.
     fn tool_calls(
         &self,
+        scope: &Scope,
         filter: &ToolCallFilter,
         page: &PageRequest,
     ) -> impl Future<Output = Result<Page<ToolCallView>, AppError>> + Send;
     /// Anomalies matching `filter`, oldest first.
     fn anomalies(
         &self,
+        scope: &Scope,
         filter: &AnomalyFilter,
         page: &PageRequest,
     ) -> impl Future<Output = Result<Page<AnomalyView>, AppError>> + Send;

@@ -7,6 +7,7 @@ mod stats;
 mod tasks;
 
 use pm_application::queries::{ConversationFilter, MessageFilter, ReadModelStore, TaskFilter};
+use pm_application::scope::Scope;
 use pm_application::views::{
     ConversationView, Page, PageCursor, PageRequest, StatsGroup, TaskCheckpointView, TaskDetail,
     TaskStatsView, TaskView,
@@ -98,10 +99,11 @@ impl ReadModelStore for ReadModel {
 
     async fn conversations(
         &self,
+        scope: &Scope,
         filter: &ConversationFilter,
         page: &PageRequest,
     ) -> Result<Page<ConversationView>, AppError> {
-        self.list_conversations(filter, page).await
+        self.list_conversations(scope, filter, page).await
     }
 
     async fn checkpoints(
@@ -157,10 +159,11 @@ impl ReadModelStore for ReadModel {
 
     async fn tasks(
         &self,
+        scope: &Scope,
         filter: &TaskFilter,
         page: &PageRequest,
     ) -> Result<Page<TaskView>, AppError> {
-        self.list_tasks(filter, page).await
+        self.list_tasks(scope, filter, page).await
     }
 
     async fn task(&self, id: Uuid) -> Result<Option<TaskDetail>, AppError> {
@@ -184,7 +187,11 @@ impl ReadModelStore for ReadModel {
         .await
     }
 
-    async fn task_stats(&self, group: StatsGroup) -> Result<TaskStatsView, AppError> {
-        self.stats(group).await
+    async fn task_stats(
+        &self,
+        scope: &Scope,
+        group: StatsGroup,
+    ) -> Result<TaskStatsView, AppError> {
+        self.stats(scope, group).await
     }
 }

@@ -12,6 +12,7 @@ use pm_domain::saga::LeaseHeld;
 use uuid::Uuid;
 
 use crate::db::{Arg, Args, Tx};
+use crate::owners::scope_clause;
 use crate::processor::store::store_error;
 use crate::Database;
 
@@ -81,6 +82,7 @@ pub async fn claimable(
             " AND t.agent_id IN (SELECT id FROM saga_agents WHERE actor_id = {p}::uuid)"
         ));
     }
+    sql.push_str(&scope_clause(&mut args, "t.conversation_id", &filter.scope));
     let p = args.push(Arg::Int(Some(i64::from(limit))));
     sql.push_str(&format!(" ORDER BY t.created_at, t.id LIMIT {p}"));
     let rows = db.fetch_all(&sql, args).await.map_err(store_error)?;

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use pm_application::queries::{
     AgentFilter, AnomalyFilter, SagaReadStore, SessionFilter, ToolCallFilter, TurnFilter,
 };
+use pm_application::scope::Scope;
 use pm_application::views::{
     AgentView, AnomalyInstance, AnomalyView, LeaseView, List, Page, PageCursor, PageRequest,
     SessionView, ToolCallView, ToolResultView, TurnView,
@@ -20,6 +21,7 @@ use pm_domain::time;
 use uuid::Uuid;
 
 use crate::db::{Arg, Args, DbRow, ROWS_PER_STATEMENT};
+use crate::owners::scope_clause;
 use crate::processor::store::store_error;
 use crate::Database;
 
@@ -64,6 +66,7 @@ impl SagaReads {
                 sql.push_str(&format!(" AND {column} = {p}{cast}"));
             }
         }
+        sql.push_str(&scope_clause(&mut args, "conversation_id", query.scope));
         if let Some(c) = &page.cursor {
             let key = args.push(Arg::Text(Some(c.k.clone())));
             let id = args.push(Arg::Text(Some(c.id.clone())));
@@ -131,6 +134,8 @@ struct ListQuery<'a> {
     columns: &'a str,
     filters: Vec<(&'a str, Option<String>, &'a str)>,
     list: List,
+    /// What the caller may see (every saga row has its `conversation_id`).
+    scope: &'a Scope,
 }
 
 const SESSION_COLUMNS: &str = "conversation_id::text AS conversation_id, state, conversation_state, \
@@ -314,6 +319,7 @@ impl SagaReadStore for SagaReads {
 
     async fn sessions(
         &self,
+        scope: &Scope,
         filter: &SessionFilter,
         page: &PageRequest,
     ) -> Result<Page<SessionView>, AppError> {
@@ -330,6 +336,7 @@ impl SagaReadStore for SagaReads {
                 ),
             ],
             list: List::Sessions,
+            scope,
         };
         self.page(query, page, |r| {
             let s = session(r)?;
@@ -341,6 +348,7 @@ impl SagaReadStore for SagaReads {
 
     async fn agents(
         &self,
+        scope: &Scope,
         filter: &AgentFilter,
         page: &PageRequest,
     ) -> Result<Page<AgentView>, AppError> {
@@ -355,6 +363,7 @@ impl SagaReadStore for SagaReads {
                 ("state", filter.state.map(|s| s.as_str().into()), ""),
             ],
             list: List::Agents,
+            scope,
         };
         self.page(query, page, |r| {
             let a = agent(r)?;
@@ -371,6 +380,7 @@ impl SagaReadStore for SagaReads {
 
     async fn turns(
         &self,
+        scope: &Scope,
         filter: &TurnFilter,
         page: &PageRequest,
     ) -> Result<Page<TurnView>, AppError> {
@@ -385,6 +395,7 @@ impl SagaReadStore for SagaReads {
                 ("state", filter.state.map(|s| s.as_str().into()), ""),
             ],
             list: List::Turns,
+            scope,
         };
         let mut found = self
             .page(query, page, |r| {
@@ -408,6 +419,7 @@ impl SagaReadStore for SagaReads {
 
     async fn tool_calls(
         &self,
+        scope: &Scope,
         filter: &ToolCallFilter,
         page: &PageRequest,
     ) -> Result<Page<ToolCallView>, AppError> {
@@ -421,6 +433,7 @@ impl SagaReadStore for SagaReads {
                 ("turn_id", text(filter.turn_id), "::uuid"),
             ],
             list: List::ToolCalls,
+            scope,
         };
         self.page(query, page, |r| {
             let c = tool_call(r)?;
@@ -432,6 +445,7 @@ impl SagaReadStore for SagaReads {
 
     async fn anomalies(
         &self,
+        scope: &Scope,
         filter: &AnomalyFilter,
         page: &PageRequest,
     ) -> Result<Page<AnomalyView>, AppError> {
@@ -441,6 +455,7 @@ impl SagaReadStore for SagaReads {
             columns: ANOMALY_COLUMNS,
             filters: vec![("conversation_id", text(filter.conversation_id), "::uuid")],
             list: List::Anomalies,
+            scope,
         };
         self.page(query, page, |r| {
             let a = anomaly(r)?;

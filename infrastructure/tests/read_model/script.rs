@@ -111,6 +111,7 @@ impl Log {
             metadata: json!({"correlation_id": "test", "role": "test", "recorded_at": time(at)})
                 .into(),
             conversation_id,
+            organization: None,
         });
     }
 

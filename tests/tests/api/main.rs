@@ -23,6 +23,7 @@ mod openapi_errors;
 mod openapi_spec;
 mod ops;
 mod ops_conventions;
+mod organizations;
 mod pagination;
 mod poison;
 mod principals;

@@ -932,7 +932,73 @@ async fn turn_subscription(db: TestDb) {
     svc.stop().await;
 }
 
+/// TRUST.md "Organizations" over MCP: tools and resources call the HTTP API as the
+/// session's principal, so another organization's things are missing ones.
+async fn organizations_scope_tools_and_resources(db: TestDb) {
+    use crate::organizations::{org, two_organizations, ACME, GLOBEX};
+    let svc = two_organizations(&db).await;
+    let globex = org(&svc, "globex", GLOBEX).await;
+    let acme = org(&svc, "acme", ACME).await;
+    wait_for(&svc, "/v1/tasks", |b| {
+        b["items"].as_array().is_some_and(|i| i.len() == 2)
+    })
+    .await;
+    let client = connect(&svc, ACME.model, None).await;
+    let theirs = json!({"conversation_id": globex.conversation});
+    refused_call(
+        &client,
+        "get_conversation",
+        theirs,
+        "conversation_not_found",
+    )
+    .await;
+    let say = json!({"conversation_id": globex.conversation, "actor_id": globex.human,
+                     "content": "from acme"});
+    refused_call(&client, "add_message", say, "conversation_not_found").await;
+    let theirs = json!({"task_id": globex.task});
+    refused_call(&client, "get_task", theirs, "task_not_found").await;
+    let mine = json!({"conversation_id": acme.conversation});
+    let mine = ok(
+        "get_conversation",
+        &call(&client, "get_conversation", mine).await,
+    );
+    assert_eq!(mine["id"], acme.conversation.as_str());
+    let tasks = ok("list_tasks", &call(&client, "list_tasks", json!({})).await);
+    let ids: Vec<&Value> = tasks["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|t| &t["id"])
+        .collect();
+    assert_eq!(ids, vec![&json!(acme.task)], "{tasks}");
+
+    let (listener, _heard) = listen(&svc, ACME.analyst).await;
+    not_found(
+        &listener,
+        &format!("pm://conversations/{}", globex.conversation),
+    )
+    .await;
+    not_found(&listener, &format!("pm://tasks/{}", globex.task)).await;
+    let e = protocol_error(
+        "subscribe to another organization's conversation",
+        subscribe(
+            &listener,
+            &format!("pm://conversations/{}", globex.conversation),
+        )
+        .await,
+    );
+    assert_eq!(e.code, ErrorCode::RESOURCE_NOT_FOUND, "{e:?}");
+    let mine = read(
+        &listener,
+        &format!("pm://conversations/{}", acme.conversation),
+    )
+    .await;
+    assert_eq!(mine["id"], acme.conversation.as_str());
+    svc.stop().await;
+}
+
 on_both_backends!(
+    organizations_scope_tools_and_resources,
     tools_per_role,
     turn_worked_through_mcp,
     an_abandoned_claim_claims_nothing,

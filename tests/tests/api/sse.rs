@@ -36,10 +36,20 @@ impl Sse {
         query: &str,
         last_event_id: Option<&str>,
     ) -> Self {
+        Self::connect_as(svc, ADMIN, query, last_event_id).await
+    }
+
+    /// A stream opened with `token`.
+    pub(crate) async fn connect_as(
+        svc: &TestService,
+        token: &str,
+        query: &str,
+        last_event_id: Option<&str>,
+    ) -> Self {
         let mut req = svc
             .client
             .get(format!("{}/v1/events?{query}", svc.base))
-            .bearer_auth(ADMIN)
+            .bearer_auth(token)
             .header("accept", "text/event-stream");
         if let Some(id) = last_event_id {
             req = req.header("last-event-id", id);
@@ -92,7 +102,7 @@ impl Sse {
     }
 
     /// The next event, or `None` when none arrives `within`.
-    async fn next(&mut self, within: Duration) -> Option<SseEvent> {
+    pub(crate) async fn next(&mut self, within: Duration) -> Option<SseEvent> {
         let deadline = Instant::now() + within;
         loop {
             if let Some(event) = self.take() {

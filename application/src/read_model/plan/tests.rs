@@ -22,6 +22,7 @@ fn event(seq: i64, event_type: &str, sequence: i64, payload: serde_json::Value) 
         payload: payload.into(),
         metadata: json!({"recorded_at": format!("2026-11-22T00:00:{seq:02}.000000Z")}).into(),
         conversation_id: None,
+        organization: None,
     }
 }
 

@@ -306,6 +306,7 @@ impl Log {
             payload: payload.into(),
             metadata: json!({ "recorded_at": at() }).into(),
             conversation_id: conversation,
+            organization: None,
         }
     }
 

@@ -2,6 +2,7 @@
 
 use pm_application::log::LogPosition;
 use pm_application::queries::{ConversationFilter, MessageFilter};
+use pm_application::scope::Scope;
 use pm_application::views::{ConversationView, List, Page, PageCursor, PageRequest};
 use pm_application::AppError;
 use pm_domain::checkpoint::ConversationCheckpointCreated;
@@ -11,6 +12,7 @@ use uuid::Uuid;
 
 use super::{after_cursor, rows, ReadModel};
 use crate::db::{Arg, Args};
+use crate::owners::scope_clause;
 
 impl ReadModel {
     pub(super) async fn find_conversation(
@@ -27,6 +29,7 @@ impl ReadModel {
 
     pub(super) async fn list_conversations(
         &self,
+        scope: &Scope,
         filter: &ConversationFilter,
         page: &PageRequest,
     ) -> Result<Page<ConversationView>, AppError> {
@@ -66,6 +69,7 @@ impl ReadModel {
             let p = args.push(Arg::Text(Some(time::format(&before))));
             sql.push_str(&format!(" AND created_at < {p}::timestamptz"));
         }
+        sql.push_str(&scope_clause(&mut args, "c.id", scope));
         after_cursor(&mut sql, &mut args, "created_at", &page.cursor);
         self.page(sql, args, "created_at, id", page, |r| {
             let view = rows::conversation(r)?;

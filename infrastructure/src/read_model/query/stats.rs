@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use pm_application::scope::Scope;
 use pm_application::views::{
     CycleTime, GroupKey, StatsGroup, TaskCounts, TaskStats, TaskStatsGroup, TaskStatsView,
 };
@@ -10,29 +11,38 @@ use pm_domain::types::TaskStatus;
 
 use super::ReadModel;
 use crate::db::Args;
+use crate::owners::scope_clause;
 use crate::processor::store::store_error;
 
 /// Counts by status and the cycle times of one group.
 type Group = (TaskCounts, Vec<f64>);
 
 impl ReadModel {
-    pub(super) async fn stats(&self, group: StatsGroup) -> Result<TaskStatsView, AppError> {
+    pub(super) async fn stats(
+        &self,
+        scope: &Scope,
+        group: StatsGroup,
+    ) -> Result<TaskStatsView, AppError> {
         let key = match group {
             StatsGroup::All => "CAST(NULL AS text)",
             StatsGroup::AssignedTo => "assigned_to::text",
             StatsGroup::Organization => "organization",
         };
-        let counts_sql =
-            format!("SELECT {key} AS k, status, count(*) AS n FROM tasks GROUP BY {key}, status");
+        let mut args = Args::new();
+        let within = scope_clause(&mut args, "conversation_id", scope);
+        let counts_sql = format!(
+            "SELECT {key} AS k, status, count(*) AS n FROM tasks WHERE 1 = 1{within} \
+             GROUP BY {key}, status"
+        );
         let cycle_sql = format!(
             "SELECT {key} AS k, first_work_started_at, last_work_completed_at FROM tasks \
-             WHERE first_work_started_at IS NOT NULL AND last_work_completed_at IS NOT NULL"
+             WHERE first_work_started_at IS NOT NULL AND last_work_completed_at IS NOT NULL{within}"
         );
         let decode = |e: sqlx::Error| store_error(e);
         let mut groups: BTreeMap<Option<String>, Group> = BTreeMap::new();
         for r in self
             .db
-            .fetch_all(&counts_sql, Args::new())
+            .fetch_all(&counts_sql, args.clone())
             .await
             .map_err(decode)?
         {
@@ -46,12 +56,7 @@ impl ReadModel {
                 .or_default();
             entry.0.add(status, r.int("n").map_err(decode)?);
         }
-        for r in self
-            .db
-            .fetch_all(&cycle_sql, Args::new())
-            .await
-            .map_err(decode)?
-        {
+        for r in self.db.fetch_all(&cycle_sql, args).await.map_err(decode)? {
             let (start, end) = (
                 r.time("first_work_started_at").map_err(decode)?,
                 r.time("last_work_completed_at").map_err(decode)?,

@@ -1,6 +1,7 @@
 //! Tasks with their derived status and checkpoint history.
 
 use pm_application::queries::TaskFilter;
+use pm_application::scope::Scope;
 use pm_application::views::{List, Page, PageCursor, PageRequest, TaskDetail, TaskView};
 use pm_application::AppError;
 use pm_domain::time;
@@ -8,11 +9,13 @@ use uuid::Uuid;
 
 use super::{after_cursor, rows, ReadModel};
 use crate::db::{Arg, Args};
+use crate::owners::scope_clause;
 use crate::processor::store::store_error;
 
 impl ReadModel {
     pub(super) async fn list_tasks(
         &self,
+        scope: &Scope,
         filter: &TaskFilter,
         page: &PageRequest,
     ) -> Result<Page<TaskView>, AppError> {
@@ -37,6 +40,7 @@ impl ReadModel {
                 sql.push_str(&format!(" AND {column} = {p}::uuid"));
             }
         }
+        sql.push_str(&scope_clause(&mut args, "conversation_id", scope));
         after_cursor(&mut sql, &mut args, "created_at", &page.cursor);
         self.page(sql, args, "created_at, id", page, |r| {
             let task = rows::task(r)?;
