@@ -5,8 +5,10 @@
 //! granted one organization's analyst role reads every view and sees only that
 //! organization's rows — after a second run that repairs what was changed by hand, after a
 //! read-model rebuild and after a restart — and is refused the log and every operational
-//! relation; the service's own connection sees everything with no policy in its plans.
-//! Bad organization names and SQLite are refused.
+//! relation; the service's own connection sees everything with no policy in its plans;
+//! legacy grants on the views are refused, and BYPASSRLS sees every organization. An
+//! owner without CREATEROLE is asked for the role and uses one made by hand. Bad
+//! organization names and SQLite are refused.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -548,6 +550,26 @@ async fn given_two_organizations_when_acmes_analyst_reads_the_views_then_only_ac
         "beside another organization",
     )
     .await;
+
+    // One who must see every organization: BYPASSRLS, and an analyst role's privileges.
+    admin
+        .execute(format!("ALTER ROLE {legacy} BYPASSRLS").as_str())
+        .await
+        .expect("BYPASSRLS");
+    let mut everyone = PgConnection::connect(&as_user(&db.url, &legacy))
+        .await
+        .expect("connects");
+    let seen: Vec<(String,)> = sqlx::query_as("SELECT id::text FROM conversations")
+        .fetch_all(&mut everyone)
+        .await
+        .expect("conversations");
+    let seen: BTreeSet<String> = seen.into_iter().map(|(c,)| c).collect();
+    assert!(seen.is_superset(&acme.conversations) && seen.is_superset(&globex.conversations));
+    assert_eq!(
+        seen.len(),
+        5,
+        "and the one without an organization: {seen:?}"
+    );
     svc.stop().await;
 }
 
@@ -604,4 +626,53 @@ fn given_read_model_md_when_its_views_are_listed_then_analyst_roles_cover_exactl
         .collect();
     let protected: BTreeSet<&str> = analysts::views().collect();
     assert_eq!(documented, protected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_an_owner_without_createrole_when_analyst_role_runs_then_it_asks_for_the_role_and_uses_one_made_by_hand_postgres(
+) {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let u = &uuid::Uuid::new_v4().simple().to_string()[..12];
+    let owner = format!("pm_test_owner_{u}");
+    let role = format!("pm_analyst_beta-{u}");
+    let _roles = Roles {
+        database: db.pg_name().expect("a PostgreSQL database").to_string(),
+        names: vec![role.clone(), owner.clone()],
+    };
+    let mut admin = PgConnection::connect(&db.url).await.expect("connects");
+    for statement in [
+        format!("CREATE ROLE {owner} LOGIN PASSWORD '{PASSWORD}'"),
+        format!(
+            "ALTER DATABASE {} OWNER TO {owner}",
+            db.pg_name().unwrap_or_default()
+        ),
+    ] {
+        admin.execute(statement.as_str()).await.expect(&statement);
+    }
+    let url = as_user(&db.url, &owner);
+    let organization = format!("beta-{u}");
+    // The first run on a database the service never opened: it migrates, then asks.
+    let (ok, out) = cli(&["analyst-role", &organization], &url).await;
+    assert!(!ok, "created a role without CREATEROLE: {out}");
+    assert!(out.contains("it needs CREATEROLE"), "{out}");
+    let (exists,): (bool,) = sqlx::query_as("SELECT to_regclass('events') IS NOT NULL")
+        .fetch_one(&mut admin)
+        .await
+        .expect("migrated");
+    assert!(exists, "the schema is migrated");
+    let create = format!("CREATE ROLE {} NOLOGIN", analysts::ident(&role));
+    admin.execute(create.as_str()).await.expect(&create);
+    let (ok, out) = cli(&["analyst-role", &organization], &url).await;
+    assert!(ok, "the role made by hand was not used: {out}");
+    assert!(out.contains(&format!("updated \"{role}\"")), "{out}");
+    let (reads,): (bool,) = sqlx::query_as(&format!(
+        "SELECT has_table_privilege('{role}', 'tasks', 'SELECT') \
+         AND NOT has_table_privilege('{role}', 'events', 'SELECT')"
+    ))
+    .fetch_one(&mut admin)
+    .await
+    .expect("privileges");
+    assert!(reads, "it reads the views and not the log");
 }
