@@ -25,6 +25,11 @@
 //!   makes them, so nothing new is ever readable unprotected, nor lost to the analysts.
 //! - Until the first analyst role none of this exists (no table, no policy, views as they
 //!   were): a deployment without analysts is unchanged.
+//! - A migration that re-creates an analysts' view must create it `WITH (security_invoker
+//!   = true)`: `CREATE OR REPLACE VIEW` keeps the view's grants but drops the option, and
+//!   until [`protect`] runs again (the same start, right after the migrations) the view
+//!   would read with its owner's rights. (`DROP VIEW` + `CREATE VIEW` loses the grants
+//!   instead: refused, not leaked.)
 
 use std::collections::{BTreeMap, BTreeSet};
 
