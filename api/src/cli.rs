@@ -1,6 +1,7 @@
 //! The command line of the `project-manager` binary: parse the configuration, then serve
-//! until SIGTERM or SIGINT, migrate, or rebuild a projection. Kept in the library so that
-//! test harnesses can build the very same binary (`pm-tests`' `pm-test-server`).
+//! until SIGTERM or SIGINT, migrate, rebuild a projection, or make an organization's
+//! analyst role. Kept in the library so that test harnesses can build the very same binary
+//! (`pm-tests`' `pm-test-server`).
 
 use clap::Parser;
 
@@ -17,6 +18,9 @@ pub async fn run() -> std::process::ExitCode {
     let result = match config.command {
         Some(Command::Migrate) => migrate(&config).await,
         Some(Command::Rebuild { ref name }) => rebuild(&config, name).await,
+        Some(Command::AnalystRole { ref organization }) => {
+            analyst_role(&config, organization).await
+        }
         Some(Command::Serve) | None => serve(&config).await,
     };
     match result {
@@ -65,6 +69,39 @@ async fn rebuild(config: &Config, name: &str) -> Result<(), Box<dyn std::error::
         report.generation, report.events, report.skipped, report.cursor
     );
     db.close().await;
+    Ok(())
+}
+
+/// Creates or updates `organization`'s analyst role. The organization is checked before
+/// anything is opened, and a SQLite URL refused before it is (opening would create the
+/// file): SQLite is single-tenant.
+async fn analyst_role(
+    config: &Config,
+    organization: &str,
+) -> Result<(), Box<dyn std::error::Error>> {
+    use pm_infrastructure::analysts::{self, AnalystError};
+    config.validate()?;
+    analysts::role_name(organization)?;
+    if pm_infrastructure::sql::Dialect::of_url(config.database_url())
+        == Some(pm_infrastructure::sql::Dialect::Sqlite)
+    {
+        return Err(AnalystError::SingleTenant.into());
+    }
+    let db =
+        pm_infrastructure::Database::connect(config.database_url(), 2, config.db_acquire_timeout())
+            .await?;
+    db.migrate().await?;
+    let made = analysts::ensure_role(&db, organization).await;
+    db.close().await;
+    let made = made?;
+    println!(
+        "{} {}: it may SELECT the read schema's views and sees only the rows of organization \
+         {:?}; give it to a login role with GRANT {} TO <login role>",
+        if made.created { "created" } else { "updated" },
+        analysts::ident(&made.role),
+        made.organization,
+        analysts::ident(&made.role),
+    );
     Ok(())
 }
 

@@ -266,6 +266,15 @@ pub enum Command {
         /// The projection (`read_model`).
         name: String,
     },
+    /// Create or update the PostgreSQL role `pm_analyst_<ORGANIZATION>` (NOLOGIN: grant it
+    /// to a login role) that may SELECT the read schema's views and sees only that
+    /// organization's rows (row-level security), nothing of the log or the operational
+    /// tables; migrates first, and exits. SQLite is single-tenant: refused there.
+    AnalystRole {
+        /// The organization, as conversations name it (at most 52 bytes: the role name
+        /// must fit PostgreSQL's 63).
+        organization: String,
+    },
 }
 
 /// Entry limits of the in-process caches, from one budget in MiB.

@@ -90,7 +90,8 @@ impl Database {
         pool_size: u32,
         acquire_timeout: Duration,
     ) -> Result<Self, DbError> {
-        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        let dialect = Dialect::of_url(url);
+        if dialect == Some(Dialect::Postgres) {
             let options =
                 PgConnectOptions::from_str(url).map_err(|_| DbError::BadUrl(redacted(url)))?;
             let pool = PgPoolOptions::new()
@@ -106,7 +107,7 @@ impl Database {
                 .await
                 .map_err(DbError::Connect)?;
             Ok(Self::Postgres(pool))
-        } else if url.starts_with("sqlite:") {
+        } else if dialect == Some(Dialect::Sqlite) {
             let options = SqliteConnectOptions::from_str(url)
                 .map_err(|_| DbError::BadUrl(redacted(url)))?
                 .create_if_missing(true)

@@ -13,11 +13,14 @@
 //!   storage).
 //! - [`read_model`]: the analysts' read tables, the projection that maintains them,
 //!   queries, and blue-green rebuilds.
+//! - [`analysts`]: PostgreSQL roles of analysts who may read one organization's rows of the
+//!   read schema (row-level security).
 //! - [`sagas`]: the sagas' runes, read rows and durable deadlines, and their queries.
 //! - [`sql`]: one SQL text for both databases.
 //! - [`relay`]: the JetStream relay; [`webhooks`]: webhook subscriptions and their HTTP
 //!   deliveries.
 
+pub mod analysts;
 pub mod append;
 pub mod db;
 pub mod doorbell;

@@ -5,7 +5,8 @@
 //! …) point at the current generation, and the API and analysts read the views. A rebuild
 //! replays the log into generation N+1 while N keeps serving, then swaps the views in one
 //! transaction (blue-green). The supported SQL read schema is documented in
-//! `docs/READ_MODEL.md`.
+//! `docs/READ_MODEL.md`; on PostgreSQL, analysts of one organization read it through
+//! row-level security ([`crate::analysts`]), which every start and rebuild re-applies.
 
 mod batch;
 mod error;

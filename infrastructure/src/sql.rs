@@ -27,6 +27,19 @@ const CASTS: &[&str] = &[
 ];
 
 impl Dialect {
+    /// The dialect a `DATABASE_URL` names (`postgres://`, `postgresql://`, `sqlite:`), or
+    /// `None`: what [`crate::Database::connect`] accepts, so that a command can tell which
+    /// store it would open before opening it (opening a SQLite URL creates the file).
+    pub fn of_url(url: &str) -> Option<Self> {
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Some(Self::Postgres)
+        } else if url.starts_with("sqlite:") {
+            Some(Self::Sqlite)
+        } else {
+            None
+        }
+    }
+
     /// The statement for this dialect.
     pub fn sql<'a>(self, pg: &'a str) -> Cow<'a, str> {
         match self {
@@ -65,6 +78,24 @@ impl Dialect {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn given_urls_when_classified_then_the_connecting_rule_holds() {
+        assert_eq!(
+            Dialect::of_url("postgres://u@h/db"),
+            Some(Dialect::Postgres)
+        );
+        assert_eq!(
+            Dialect::of_url("postgresql://h/db"),
+            Some(Dialect::Postgres)
+        );
+        assert_eq!(
+            Dialect::of_url("sqlite://data/pm.db"),
+            Some(Dialect::Sqlite)
+        );
+        assert_eq!(Dialect::of_url("sqlite::memory:"), Some(Dialect::Sqlite));
+        assert_eq!(Dialect::of_url("mysql://h/db"), None);
+    }
 
     #[test]
     fn sqlite_drops_casts_and_row_locks() {

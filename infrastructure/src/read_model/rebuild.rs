@@ -107,8 +107,9 @@ async fn run_all(
     Ok(())
 }
 
-/// Locks the read model's processor row; returns its generation.
-async fn lock_generation(tx: &mut Tx) -> Result<i64, sqlx::Error> {
+/// Locks the read model's processor row; returns its generation. Starts, rebuilds' swaps
+/// and `analyst-role` hold it while they change the views, so they take turns.
+pub(crate) async fn lock_generation(tx: &mut Tx) -> Result<i64, sqlx::Error> {
     tx.fetch_optional(
         "SELECT generation::bigint AS generation FROM processors WHERE name = $1 FOR UPDATE",
         Args::new().text(READ_MODEL),
@@ -118,7 +119,9 @@ async fn lock_generation(tx: &mut Tx) -> Result<i64, sqlx::Error> {
     .int("generation")
 }
 
-/// Creates the current generation's tables and views when missing (start-up).
+/// Creates the current generation's tables and views when missing (start-up), and
+/// protects them for analyst roles ([`crate::analysts::protect`]: the views are made anew
+/// here, and would otherwise lose the analysts' grants and read with their owner's rights).
 ///
 /// # Errors
 /// A failed statement.
@@ -135,6 +138,7 @@ pub async fn ensure_schema(db: &Database) -> Result<(), sqlx::Error> {
             .chain(view_statements(g)),
     )
     .await?;
+    crate::analysts::protect(&mut tx, g).await?;
     tx.commit().await
 }
 
@@ -296,7 +300,7 @@ async fn run(db: &Database, log: &DbLogReader) -> Result<RebuildReport, RebuildE
     let d = tx.dialect();
     run_all(
         &mut tx,
-        drop_statements(new)
+        drop_statements(d, new)
             .into_iter()
             .chain(create_statements(d, new)),
     )
@@ -312,7 +316,8 @@ async fn run(db: &Database, log: &DbLogReader) -> Result<RebuildReport, RebuildE
     let cleanup = if outcome.is_ok() { old } else { new };
     let dropped = async {
         let mut tx = db.begin().await?;
-        run_all(&mut tx, drop_statements(cleanup)).await?;
+        let d = tx.dialect();
+        run_all(&mut tx, drop_statements(d, cleanup)).await?;
         tx.commit().await
     }
     .await;
@@ -378,6 +383,8 @@ async fn replay_and_swap(
     )
     .await?;
     run_all(&mut tx, view_statements(new)).await?;
+    // The new tables and views, protected for analyst roles before anyone can see them.
+    crate::analysts::protect(&mut tx, new).await?;
     tx.commit().await?;
     Ok(())
 }

@@ -185,12 +185,21 @@ pub fn create_statements(d: Dialect, g: i64) -> Vec<String> {
     ]
 }
 
-/// `DROP TABLE` statements of a generation.
-pub fn drop_statements(g: i64) -> Vec<String> {
-    TABLES
-        .iter()
-        .map(|name| format!("DROP TABLE IF EXISTS {}", table(g, name)))
-        .collect()
+/// `DROP TABLE` statements of a generation. On PostgreSQL one statement drops them all:
+/// the analysts' row-level security policies of some tables read others of the same
+/// generation (`actors` reads `conversation_actors` and `tasks`, `task_checkpoints` reads
+/// `tasks`), and a table cannot be dropped alone while another's policy depends on it.
+pub fn drop_statements(d: Dialect, g: i64) -> Vec<String> {
+    let tables = TABLES.iter().map(|name| table(g, name));
+    match d {
+        Dialect::Postgres => vec![format!(
+            "DROP TABLE IF EXISTS {}",
+            tables.collect::<Vec<_>>().join(", ")
+        )],
+        Dialect::Sqlite => tables
+            .map(|t| format!("DROP TABLE IF EXISTS {t}"))
+            .collect(),
+    }
 }
 
 /// Statements pointing the views at generation `g`.

@@ -5,6 +5,7 @@ mod documented;
 mod reads;
 mod support;
 
+mod analysts;
 mod auth;
 mod boundary;
 mod commands;
