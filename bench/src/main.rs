@@ -70,6 +70,10 @@ struct Args {
     /// URL's port, when it runs on this machine).
     #[arg(long)]
     pid: Option<u32>,
+    /// Start every conversation in this organization (a token of some organizations must
+    /// name one of its own; TRUST.md "Organizations").
+    #[arg(long, env = "PM_BENCH_ORGANIZATION")]
+    organization: Option<String>,
     /// Send commands without `Idempotency-Key` (pm-client's `idempotency_keys(false)`):
     /// the service skips the key's bookkeeping, as for an ingress service relying on
     /// derived ids.
@@ -183,6 +187,15 @@ fn port_of(url: &str) -> Option<u16> {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
+    if let Some(raw) = &args.organization {
+        match pm_client::label(raw.as_str()) {
+            // Set once, before any mix runs.
+            Ok(organization) => {
+                let _ = mix::ORGANIZATION.set(organization);
+            }
+            Err(e) => return Err(format!("--organization: {e}").into()),
+        }
+    }
     let c = client(&args)?;
     let raw = match &args.database_url {
         Some(url) => {

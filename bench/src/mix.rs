@@ -24,8 +24,8 @@ use std::time::Instant;
 use pm_client::{
     text, ActorKind, AddMessageInput, CheckpointType, Client, ConversationCheckpointCreated,
     ConversationStarted, CreateConversationCheckpointInput, CreateTaskCheckpointInput,
-    CreateTaskInput, Error, MessageQuery, RegisterActorInput, StartConversationInput, StatsGroup,
-    TaskCheckpointType, TaskQuery, Uuid, Written,
+    CreateTaskInput, Error, Label, MessageQuery, RegisterActorInput, StartConversationInput,
+    StatsGroup, TaskCheckpointType, TaskQuery, Uuid, Written,
 };
 
 use crate::stats::Samples;
@@ -184,6 +184,10 @@ pub fn person(name: &str) -> RegisterActorInput {
     }
 }
 
+/// The organization every conversation is started in (`--organization`): a scoped
+/// principal must name one of its own.
+pub static ORGANIZATION: std::sync::OnceLock<Label> = std::sync::OnceLock::new();
+
 /// A conversation of `actors`.
 pub fn conversation(actors: Vec<Uuid>) -> StartConversationInput {
     StartConversationInput {
@@ -192,7 +196,7 @@ pub fn conversation(actors: Vec<Uuid>) -> StartConversationInput {
         external_id: None,
         external_source: None,
         status: None,
-        organization: None,
+        organization: ORGANIZATION.get().cloned(),
     }
 }
 
