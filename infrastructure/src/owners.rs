@@ -31,6 +31,21 @@ impl DbOwners {
         }
     }
 
+    /// Remembers a conversation this replica has just started, so that the first command
+    /// a scoped principal sends to it needs no read.
+    pub fn learn_conversation(&self, id: Uuid, organization: Option<&str>) {
+        self.known
+            .insert((Target::Conversation, id), organization.map(str::to_string));
+    }
+
+    /// Remembers a task this replica has just created in `conversation` (when that
+    /// conversation's organization is remembered: it was just checked).
+    pub fn learn_task(&self, id: Uuid, conversation: Uuid) {
+        if let Some(organization) = self.known.get(&(Target::Conversation, conversation)) {
+            self.known.insert((Target::Task, id), organization);
+        }
+    }
+
     /// The organization of the conversation `target` `id` belongs to: `None` when it does
     /// not exist, `Some(None)` for a conversation without an organization.
     async fn organization(
@@ -129,6 +144,19 @@ pub fn scope_clause(args: &mut Args, column: &str, scope: &Scope) -> String {
                 " AND {column} IN (SELECT conversation_id FROM conversation_organizations \
                  WHERE organization IN ({within}))"
             )
+        }
+    }
+}
+
+/// ` AND <column> IN (<the scope's organizations>)`, or nothing for every organization:
+/// the same rule as [`scope_clause`] for a read table that carries its conversation's
+/// organization itself (`conversations`, `tasks`), which needs no join.
+pub fn organization_clause(args: &mut Args, column: &str, scope: &Scope) -> String {
+    match scope.organizations() {
+        None => String::new(),
+        Some(organizations) => {
+            let within = in_list(args, organizations);
+            format!(" AND {column} IN ({within})")
         }
     }
 }

@@ -133,9 +133,11 @@ pub async fn start_conversation(
     Ctx(ctx): Ctx,
     JsonBody(input): JsonBody<StartConversationInput>,
 ) -> Result<Response, ApiError> {
-    Ok(answer(
-        state.commands.start_conversation(input, &ctx).await?,
-    ))
+    let outcome = state.commands.start_conversation(input, &ctx).await?;
+    let started = outcome.entity();
+    let organization = started.organization.as_ref().map(|o| o.as_str());
+    state.owners.learn_conversation(started.id, organization);
+    Ok(answer(outcome))
 }
 
 /// `POST /v1/conversations/{id}/checkpoints` — `project_manager.conversation.checkpoint.created`.
@@ -175,6 +177,9 @@ pub async fn create_task(
         .commands
         .create_task(conversation_id, input, &ctx)
         .await?;
+    state
+        .owners
+        .learn_task(outcome.entity().id, conversation_id);
     Ok(answer(outcome))
 }
 

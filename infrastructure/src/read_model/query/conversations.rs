@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use super::{after_cursor, rows, ReadModel};
 use crate::db::{Arg, Args};
-use crate::owners::scope_clause;
+use crate::owners::organization_clause;
 
 impl ReadModel {
     pub(super) async fn find_conversation(
@@ -69,7 +69,7 @@ impl ReadModel {
             let p = args.push(Arg::Text(Some(time::format(&before))));
             sql.push_str(&format!(" AND created_at < {p}::timestamptz"));
         }
-        sql.push_str(&scope_clause(&mut args, "c.id", scope));
+        sql.push_str(&organization_clause(&mut args, "organization", scope));
         after_cursor(&mut sql, &mut args, "created_at", &page.cursor);
         self.page(sql, args, "created_at, id", page, |r| {
             let view = rows::conversation(r)?;

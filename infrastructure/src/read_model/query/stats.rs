@@ -11,7 +11,7 @@ use pm_domain::types::TaskStatus;
 
 use super::ReadModel;
 use crate::db::Args;
-use crate::owners::scope_clause;
+use crate::owners::organization_clause;
 use crate::processor::store::store_error;
 
 /// Counts by status and the cycle times of one group.
@@ -29,7 +29,7 @@ impl ReadModel {
             StatsGroup::Organization => "organization",
         };
         let mut args = Args::new();
-        let within = scope_clause(&mut args, "conversation_id", scope);
+        let within = organization_clause(&mut args, "organization", scope);
         let counts_sql = format!(
             "SELECT {key} AS k, status, count(*) AS n FROM tasks WHERE 1 = 1{within} \
              GROUP BY {key}, status"

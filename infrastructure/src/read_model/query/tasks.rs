@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use super::{after_cursor, rows, ReadModel};
 use crate::db::{Arg, Args};
-use crate::owners::scope_clause;
+use crate::owners::organization_clause;
 use crate::processor::store::store_error;
 
 impl ReadModel {
@@ -40,7 +40,7 @@ impl ReadModel {
                 sql.push_str(&format!(" AND {column} = {p}::uuid"));
             }
         }
-        sql.push_str(&scope_clause(&mut args, "conversation_id", scope));
+        sql.push_str(&organization_clause(&mut args, "organization", scope));
         after_cursor(&mut sql, &mut args, "created_at", &page.cursor);
         self.page(sql, args, "created_at, id", page, |r| {
             let task = rows::task(r)?;
