@@ -25,7 +25,7 @@ mod throttle;
 mod tokens;
 
 pub use directory::{AuthFailure, Authenticator};
-pub use principal::{Organizations, Principal, Source};
+pub use principal::{Principal, Scope, Source};
 pub use role::Role;
 pub use throttle::Throttle;
 pub use tokens::Tokens;

@@ -99,15 +99,15 @@ impl DbOwners {
     /// Whether actor `id` takes part in a conversation `scope` may see (the read model's
     /// `conversation_actors`, which the actor's own read comes from).
     async fn actor_seen(&self, scope: &Scope, id: Uuid) -> Result<bool, AppError> {
-        let Some(organizations) = scope.organizations() else {
+        if scope.is_all() {
             return Ok(true);
-        };
+        }
         let mut args = Args::new().uuid(id);
-        let within = in_list(&mut args, organizations);
+        let within = organization_clause(&mut args, "o.organization", scope);
         let sql = format!(
             "SELECT 1 AS seen FROM conversation_actors a \
              JOIN conversation_organizations o ON o.conversation_id = a.conversation_id \
-             WHERE a.actor_id = $1::uuid AND o.organization IN ({within}) LIMIT 1"
+             WHERE a.actor_id = $1::uuid{within} LIMIT 1"
         );
         let row = self
             .db
@@ -120,7 +120,7 @@ impl DbOwners {
 
 /// `$n, $n+1, …`: one placeholder per organization, pushed onto `args` (an empty list
 /// gives `NULL`, which no organization equals).
-pub fn in_list<'a>(args: &mut Args, organizations: impl IntoIterator<Item = &'a String>) -> String {
+fn in_list<'a>(args: &mut Args, organizations: impl IntoIterator<Item = &'a String>) -> String {
     let placeholders: Vec<String> = organizations
         .into_iter()
         .map(|o| args.push(Arg::Text(Some(o.clone()))))
@@ -136,16 +136,14 @@ pub fn in_list<'a>(args: &mut Args, organizations: impl IntoIterator<Item = &'a 
 /// every organization: the one SQL form of [`Scope`], for any row that belongs to a
 /// conversation (`column` names its conversation id).
 pub fn scope_clause(args: &mut Args, column: &str, scope: &Scope) -> String {
-    match scope.organizations() {
-        None => String::new(),
-        Some(organizations) => {
-            let within = in_list(args, organizations);
-            format!(
-                " AND {column} IN (SELECT conversation_id FROM conversation_organizations \
-                 WHERE organization IN ({within}))"
-            )
-        }
+    if scope.is_all() {
+        return String::new();
     }
+    let within = organization_clause(args, "organization", scope);
+    format!(
+        " AND {column} IN (SELECT conversation_id FROM conversation_organizations \
+         WHERE 1 = 1{within})"
+    )
 }
 
 /// ` AND <column> IN (<the scope's organizations>)`, or nothing for every organization:

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
 use super::jwt::{JwtClaims, JwtError, JwtVerifier};
-use super::principal::{parse_actors, parse_roles, Organizations, Principal, Source};
+use super::principal::{parse_actors, parse_roles, Principal, Scope, Source};
 use super::{digest, file, Digest, Role, Tokens};
 
 /// Why a credential signs nobody in.
@@ -168,7 +168,7 @@ fn principal_of(claims: JwtClaims) -> Result<Principal, AuthFailure> {
     Principal::new(
         &claims.sub,
         roles,
-        Organizations::parse(&claims.organizations).map_err(invalid)?,
+        Scope::parse(&claims.organizations).map_err(invalid)?,
         claims
             .actors
             .as_deref()

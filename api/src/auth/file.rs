@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use super::principal::{parse_actors, parse_roles, Organizations, Principal, Source};
+use super::principal::{parse_actors, parse_roles, Principal, Scope, Source};
 use super::Digest;
 
 /// The file's shape.
@@ -61,7 +61,7 @@ pub fn parse(text: &str) -> Result<HashMap<Digest, Arc<Principal>>, String> {
         let principal = Principal::new(
             &entry.name,
             parse_roles(&entry.roles).map_err(at)?,
-            Organizations::parse(&entry.organizations).map_err(at)?,
+            Scope::parse(&entry.organizations).map_err(at)?,
             entry
                 .actors
                 .as_deref()

@@ -6,6 +6,8 @@
 
 use std::collections::BTreeSet;
 
+/// The organizations a principal may see: the application's scope, where their rule is
+/// stated once.
 pub use pm_application::scope::Scope;
 use serde::Serialize;
 use uuid::Uuid;
@@ -34,16 +36,12 @@ pub enum Source {
     Open,
 }
 
-/// The organizations a principal may see: the application's [`Scope`], the one place
-/// their rule is stated.
-pub type Organizations = Scope;
-
 /// An authenticated caller.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
     name: String,
     roles: BTreeSet<Role>,
-    organizations: Organizations,
+    organizations: Scope,
     actors: Option<BTreeSet<Uuid>>,
     source: Source,
 }
@@ -56,7 +54,7 @@ impl Principal {
     pub fn new(
         name: &str,
         roles: BTreeSet<Role>,
-        organizations: Organizations,
+        organizations: Scope,
         actors: Option<BTreeSet<Uuid>>,
         source: Source,
     ) -> Result<Self, String> {
@@ -78,7 +76,7 @@ impl Principal {
         Self {
             name: OPEN.into(),
             roles: Role::ALL.into_iter().collect(),
-            organizations: Organizations::All,
+            organizations: Scope::All,
             actors: None,
             source: Source::Open,
         }
@@ -89,7 +87,7 @@ impl Principal {
         Self {
             name: role.as_str().into(),
             roles: BTreeSet::from([role]),
-            organizations: Organizations::All,
+            organizations: Scope::All,
             actors: None,
             source: Source::Token,
         }
@@ -120,7 +118,7 @@ impl Principal {
     }
 
     /// The organizations it may see.
-    pub fn organizations(&self) -> &Organizations {
+    pub fn organizations(&self) -> &Scope {
         &self.organizations
     }
 
@@ -206,22 +204,16 @@ mod tests {
 
     #[test]
     fn given_a_star_when_organizations_parse_then_it_means_all_and_stands_alone() {
-        assert_eq!(Organizations::parse(&["*"]), Ok(Organizations::All));
-        assert!(Organizations::parse(&["*", "acme"]).is_err());
-        let only = Organizations::parse(&["globex", "acme"]).expect("valid");
+        assert_eq!(Scope::parse(&["*"]), Ok(Scope::All));
+        assert!(Scope::parse(&["*", "acme"]).is_err());
+        let only = Scope::parse(&["globex", "acme"]).expect("valid");
         assert_eq!(only.names(), vec!["acme".to_string(), "globex".to_string()]);
-        assert!(Organizations::parse(&[" "]).is_err(), "blank");
+        assert!(Scope::parse(&[" "]).is_err(), "blank");
     }
 
     #[test]
     fn given_no_roles_when_made_then_refused() {
-        let made = Principal::new(
-            "x",
-            BTreeSet::new(),
-            Organizations::All,
-            None,
-            Source::Token,
-        );
+        let made = Principal::new("x", BTreeSet::new(), Scope::All, None, Source::Token);
         assert!(made.is_err());
     }
 
@@ -232,7 +224,7 @@ mod tests {
         let two = Principal::new(
             "ops",
             BTreeSet::from([Role::Analyst, Role::Admin]),
-            Organizations::All,
+            Scope::All,
             None,
             Source::Token,
         )

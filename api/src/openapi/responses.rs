@@ -9,6 +9,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::routes::access::Access;
+use crate::routes::scope::{path_scope, PathScope};
 
 /// What an operation takes, as far as its possible answers depend on it.
 struct Shape {
@@ -17,10 +18,12 @@ struct Shape {
     positions: bool,
     min_position: bool,
     body: bool,
+    /// Service-wide ([`PathScope::Service`]): refused to principals of some organizations.
+    service_wide: bool,
 }
 
 impl Shape {
-    fn of(op: &Map<String, Value>, access: Access) -> Self {
+    fn of(op: &Map<String, Value>, path: &str, access: Access) -> Self {
         let params: Vec<(&str, &str)> = op
             .get("parameters")
             .and_then(Value::as_array)
@@ -40,6 +43,7 @@ impl Shape {
             positions: named("min_position") || named("Last-Event-ID"),
             min_position: named("min_position"),
             body: op.contains_key("requestBody"),
+            service_wide: path_scope(path) == PathScope::Service,
         }
     }
 
@@ -86,6 +90,12 @@ impl Shape {
             ),
             "403" if self.access.may_forbid() => {
                 parts.push("The caller's role may not do this (`forbidden`); see `x-roles`.");
+                if self.service_wide {
+                    parts.push(
+                        "It acts on every organization and the caller is of some organizations \
+                         only (`organization_forbidden`).",
+                    );
+                }
             }
             "409" if self.command() => parts.push(
                 "Every attempt lost an optimistic-concurrency race (`concurrency_conflict`), or the \
@@ -123,7 +133,7 @@ const COMMON: &[&str] = &[
 
 /// Completes `op`'s responses (and, for a command, documents `Idempotency-Key`).
 pub fn complete(op: &mut Map<String, Value>, path: &str, access: Access) {
-    let shape = Shape::of(op, access);
+    let shape = Shape::of(op, path, access);
     if shape.command() {
         add_idempotency_key(op);
     }

@@ -194,9 +194,10 @@ async fn snapshot(
         .visibility(scope, Target::Conversation, conversation_id)
         .await?
         == Visibility::Hidden;
-    let session = match hidden {
-        true => None,
-        false => reads.session(conversation_id).await?,
+    let session = if hidden {
+        None
+    } else {
+        reads.session(conversation_id).await?
     };
     let first = PageRequest {
         limit: 500,

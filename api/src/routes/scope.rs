@@ -134,24 +134,32 @@ pub async fn check(
         }
         PathScope::Names(named) => named,
     };
-    let Ok(params) = RawPathParams::from_request_parts(parts, state).await else {
-        return Ok(());
+    let hidden = |shown: &str| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            named.code,
+            format!(
+                "{} {} does not exist",
+                named.what,
+                crate::error::clip(shown)
+            ),
+        )
+    };
+    // Parameters that cannot be read (not UTF-8) name nothing this rule could check: refused
+    // as missing rather than let through unchecked.
+    let params = RawPathParams::from_request_parts(parts, state)
+        .await
+        .map_err(|_| hidden(named.param))?;
+    let Some((_, raw)) = params.iter().find(|(name, _)| *name == named.param) else {
+        return Err(hidden(named.param));
     };
     // A parameter that is no UUID names nothing: the endpoint answers its own 404.
-    let Some(id) = params
-        .iter()
-        .find(|(name, _)| *name == named.param)
-        .and_then(|(_, value)| value.parse::<uuid::Uuid>().ok())
-    else {
+    let Ok(id) = raw.parse::<uuid::Uuid>() else {
         return Ok(());
     };
     match state.owners.visibility(scope, named.target, id).await? {
         Visibility::Visible | Visibility::Missing => Ok(()),
-        Visibility::Hidden => Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            named.code,
-            format!("{} {id} does not exist", named.what),
-        )),
+        Visibility::Hidden => Err(hidden(&id.to_string())),
     }
 }
 
