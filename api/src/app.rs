@@ -295,6 +295,8 @@ impl Application {
             .with_local_runner(READ_MODEL, processor_status.clone())
             .with_local_runner(SAGAS, saga_status.clone()),
             owners: pm_infrastructure::owners::DbOwners::new(db.clone()),
+            policies: pm_infrastructure::tool_policies::DbToolPolicies::new(db.clone()),
+            tool_default_action: config.tool_default_action.into(),
             processors,
             processor_status,
             saga_status,

@@ -217,6 +217,12 @@ pub struct Config {
     #[arg(long, env = "PM_TOOL_TIMEOUT_SECS", default_value_t = 600)]
     pub tool_timeout_secs: u64,
 
+    /// What happens to a tool call no tool policy matches (TRUST.md "Tool policies"):
+    /// `allow` (the worker's `requires_approval` decides), `require_approval` or `deny`.
+    #[arg(long, env = "PM_TOOL_DEFAULT_ACTION", value_enum,
+          default_value_t = DefaultAction::RequireApproval)]
+    pub tool_default_action: DefaultAction,
+
     /// Claims of one turn that may expire before the turn ends in `turn.error`
     /// (`lease_expired`).
     #[arg(long, env = "PM_TURN_MAX_CLAIMS", default_value_t = 3,
@@ -573,5 +579,27 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("PM_AUTH_TOKENS"));
+    }
+}
+
+/// `PM_TOOL_DEFAULT_ACTION`, as clap parses it (the domain's action has no clap in it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[value(rename_all = "snake_case")]
+pub enum DefaultAction {
+    /// The worker's `requires_approval` decides.
+    Allow,
+    /// An approver decides first.
+    RequireApproval,
+    /// The call ends at once, `denied`.
+    Deny,
+}
+
+impl From<DefaultAction> for pm_domain::tool_policy::PolicyAction {
+    fn from(a: DefaultAction) -> Self {
+        match a {
+            DefaultAction::Allow => Self::Allow,
+            DefaultAction::RequireApproval => Self::RequireApproval,
+            DefaultAction::Deny => Self::Deny,
+        }
     }
 }

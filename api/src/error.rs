@@ -247,6 +247,9 @@ impl From<DomainError> for ApiError {
                 Self::new(S::CONFLICT, "conversation_exists", detail)
             }
             DomainError::AlreadyExists { .. } => Self::new(S::CONFLICT, "already_exists", detail),
+            DomainError::ToolPolicyNotFound(_) => {
+                Self::new(S::NOT_FOUND, "tool_policy_not_found", detail)
+            }
             DomainError::Validation { field, reason } => Self::validation(field, reason),
             DomainError::Lookup(e) => Self::unavailable(e),
         }

@@ -13,6 +13,7 @@ pub mod queries;
 pub mod sagas;
 pub mod scope;
 pub mod table;
+pub mod tool_policies;
 pub mod tools;
 pub mod webhooks;
 pub mod workers;

@@ -75,6 +75,10 @@ pub struct Shared {
     pub queries: Queries<ReadModel, SagaReads, DbProcessorStore, DbLogReader>,
     /// The organization of what a path names (TRUST.md "Organizations").
     pub owners: pm_infrastructure::owners::DbOwners,
+    /// The tool policies in force (TRUST.md "Tool policies").
+    pub policies: pm_infrastructure::tool_policies::DbToolPolicies,
+    /// `PM_TOOL_DEFAULT_ACTION`: what happens to a call no policy matches.
+    pub tool_default_action: pm_domain::tool_policy::PolicyAction,
     /// Processor cursors, leases and parked events.
     pub processors: DbProcessorStore,
     /// The status of this replica's `read_model` runner.

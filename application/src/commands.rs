@@ -20,6 +20,7 @@ use pm_domain::task::{
     CreateTask, CreateTaskCheckpoint, Task, TaskCheckpointCreated, TaskCommand, TaskCreated,
     TaskEvent,
 };
+use pm_domain::tool_policy::ToolPolicy;
 use pm_domain::types::{ActorKind, CheckpointType, TaskCheckpointType};
 use pm_domain::{ids, Label, NonEmptyText};
 use serde::{Deserialize, Serialize};
@@ -141,6 +142,7 @@ pub trait CommandStore:
     + AggregateStore<ConversationCheckpoint>
     + AggregateStore<Task>
     + AggregateStore<Message>
+    + AggregateStore<ToolPolicy>
 {
 }
 
@@ -150,6 +152,7 @@ impl<S> CommandStore for S where
         + AggregateStore<ConversationCheckpoint>
         + AggregateStore<Task>
         + AggregateStore<Message>
+        + AggregateStore<ToolPolicy>
 {
 }
 
@@ -380,3 +383,6 @@ impl<S: CommandStore> Commands<S> {
         expect(outcome, |MessageEvent::MessageAdded(f)| Some(f))
     }
 }
+
+mod tool_policies;
+pub use tool_policies::ToolPolicyInput;

@@ -182,6 +182,14 @@ pub enum Refused {
     /// The turn has no such call (`404 tool_call_not_found`).
     #[error("the turn has no tool call {0}")]
     ToolCallNotFound(String),
+    /// `403` with the code (`approver_forbidden`, `self_approval_forbidden`) and why.
+    #[error("{code}: {detail}")]
+    Forbidden {
+        /// The problem's code.
+        code: &'static str,
+        /// Why.
+        detail: String,
+    },
     /// `409` with the code (`turn_fenced`, `turn_transition_not_allowed`) and why.
     #[error("{code}: {detail}")]
     Conflict {
@@ -196,6 +204,7 @@ impl From<ControlError> for Refused {
     fn from(e: ControlError) -> Self {
         match e {
             ControlError::NotAllowed { code, detail } => Self::Conflict { code, detail },
+            ControlError::Forbidden { code, detail } => Self::Forbidden { code, detail },
             ControlError::ToolCallNotFound(call_id) => Self::ToolCallNotFound(call_id),
             ControlError::TurnNotFound
             | ControlError::SessionNotFound

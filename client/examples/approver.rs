@@ -1,5 +1,6 @@
-//! An approver (role `admin`, or `ingress` relaying a person's decision): follows the tool
-//! calls waiting for approval (WORKERS.md "Tools") and decides each by a simple rule —
+//! An approver (by default role `admin`, or `ingress` relaying a person's decision; a tool
+//! policy may name others): follows the tool calls waiting for approval (WORKERS.md
+//! "Tools") and decides each by a simple rule —
 //! a call whose tool name or arguments contain the `--deny` text is denied with a reason,
 //! every other one approved. An approved call is run by an executor (the `llm_service`
 //! example runs one); a denied one ends at once with the result `denied`, which the
@@ -11,8 +12,11 @@
 //! ```
 //!
 //! Stops on Ctrl-C, after deciding `--max-calls` calls, after `--timeout-secs`, or after
-//! `--idle-secs` without a call to decide; `--approver` names who approves (default
-//! `example-approver`), `--conversation` limits it to one conversation's calls.
+//! `--idle-secs` without a call to decide; `--comment` is recorded with each decision,
+//! `--conversation` limits it to one conversation's calls. The service records the
+//! token's principal as the approver (`GET /v1/me` says which); it refuses a call the
+//! same principal reported (`self_approval_forbidden`) or whose policy does not list it
+//! (`approver_forbidden`).
 //!
 //! A call is decided once: one another approver (or the approval timeout,
 //! `PM_TOOL_APPROVAL_TIMEOUT_SECS`) decided first is reported as such, not as an error.
@@ -24,7 +28,7 @@ use common::{arg, secs};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use pm_client::{Client, ToolCallView};
+use pm_client::{ApprovalNote, Client, ToolCallView};
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
@@ -40,7 +44,11 @@ fn denial(call: &ToolCallView, deny: Option<&str>) -> Option<String> {
 async fn main() -> Result<()> {
     let client = Client::from_env()?;
     let deny = arg("--deny");
-    let approver = arg("--approver").unwrap_or_else(|| "example-approver".into());
+    let approver = client.me().await?.principal;
+    let note = match arg("--comment") {
+        Some(comment) => ApprovalNote::default().with_comment(comment),
+        None => ApprovalNote::default(),
+    };
     let max_calls: Option<usize> = arg("--max-calls").map(|n| n.parse()).transpose()?;
     let (timeout, idle) = (secs("--timeout-secs")?, secs("--idle-secs")?);
 
@@ -89,7 +97,7 @@ async fn main() -> Result<()> {
         );
         let decided = match denial(&call, deny.as_deref()) {
             Some(why) => {
-                let decided = approvals.deny(&call, Some(&why)).await?;
+                let decided = approvals.deny(&call, Some(&why), &note).await?;
                 if decided.is_some() {
                     denied += 1;
                     println!("  denied: {why}");
@@ -97,7 +105,7 @@ async fn main() -> Result<()> {
                 decided
             }
             None => {
-                let decided = approvals.approve(&call, Some(&approver)).await?;
+                let decided = approvals.approve(&call, &note).await?;
                 if decided.is_some() {
                     approved += 1;
                     println!("  approved by {approver}");

@@ -9,9 +9,11 @@
 //!   fenced `BEGIN_WORK` checkpoint;
 //! - a **task turn** (for the task's assignee), in two claims: first `WORK_STARTED`
 //!   (fenced), then the "model" asks to run the tool `run_checks`, which **needs a
-//!   person's approval**: the worker reports the call with `requires_approval` and the
-//!   turn waits for it (`tool_executing`; the claim ends, the worker goes on to other
-//!   turns). Once approved (run the `approver` example with an admin or ingress token),
+//!   person's approval** — because the service's tool policy `run-checks` says so (set at
+//!   start with `PM_ADMIN_TOKEN`; without it, `PM_TOOL_DEFAULT_ACTION`'s default
+//!   `require_approval` holds), not because the worker asks: it reports the call as
+//!   needing none. The turn waits for it (`tool_executing`; the claim ends, the worker
+//!   goes on to other turns). Once approved (run the `approver` example with an admin or ingress token),
 //!   this process's [`Executor`] runs the call — reporting its output as it goes — and
 //!   reports its result; the turn is claimable again, and the worker that claims it finds
 //!   the call with its result in the claim's context, reports `WORK_COMPLETED` (completes
@@ -26,7 +28,7 @@
 //! process claims it at once.
 //!
 //! ```sh
-//! PM_URL=http://127.0.0.1:8080 PM_TOKEN=<llm token> \
+//! PM_URL=http://127.0.0.1:8080 PM_TOKEN=<llm token> PM_ADMIN_TOKEN=<admin token> \
 //!   cargo run -p pm-client --example llm_service -- --workers 4 --max-turns 6 --idle-secs 10
 //! # meanwhile, to approve the tool calls:
 //! PM_TOKEN=<admin token> cargo run -p pm-client --example approver -- --idle-secs 10
@@ -54,8 +56,8 @@ use std::time::{Duration, Instant};
 use pm_client::{
     codes, ids, label, text, AddMessageInput, CheckpointType, Client,
     CreateConversationCheckpointInput, CreateTaskCheckpointInput, CreateTaskInput, Error, Executor,
-    TaskCheckpointType, ToolCall, ToolCallView, ToolResult, ToolRun, ToolStatus, TurnHandle,
-    TurnInput, Uuid, Worker,
+    PolicyAction, TaskCheckpointType, ToolCall, ToolCallView, ToolPolicyInput, ToolResult, ToolRun,
+    ToolStatus, TurnHandle, TurnInput, Uuid, Worker,
 };
 
 /// The tool the "model" asks for on task turns.
@@ -118,6 +120,7 @@ async fn main() -> Result<()> {
     let think = Duration::from_millis(arg("--think-ms").map_or(Ok(0), |n| n.parse())?);
     let tool_time = Duration::from_millis(arg("--tool-ms").map_or(Ok(200), |n| n.parse())?);
 
+    set_policy().await?;
     let assistant = ids::actor_id("example:assistant");
     let me = client.read().actor(assistant).await.map_err(|e| {
         format!("the assistant {assistant} is not registered (run the ingress example): {e}")
@@ -419,6 +422,30 @@ async fn answer_message(
     Ok(())
 }
 
+/// The operator's rule for the example's tool (with `PM_ADMIN_TOKEN`): every `run_checks`
+/// call waits for a person, whatever a worker — or a model talked into it — says.
+async fn set_policy() -> Result<()> {
+    let Some(token) = std::env::var("PM_ADMIN_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty())
+    else {
+        println!("no PM_ADMIN_TOKEN: {TOOL} calls wait for approval under the default action");
+        return Ok(());
+    };
+    let url = std::env::var("PM_URL").unwrap_or_else(|_| pm_client::DEFAULT_URL.into());
+    let admin = Client::builder(url).token(token).build()?;
+    let policy = ToolPolicyInput {
+        tools: TOOL.into(),
+        action: PolicyAction::RequireApproval,
+        approvers: None,
+        organizations: None,
+        reason: Some("runs the project's checks on the task's branch".into()),
+    };
+    admin.set_tool_policy("run-checks", &policy).await?;
+    println!("tool policy run-checks: every {TOOL} call waits for an approver");
+    Ok(())
+}
+
 /// A task turn's first claim: report `WORK_STARTED`, then ask for the tool (it needs a
 /// person's approval). The report ends the claim: the turn waits for the call's result.
 /// Answers how many calls it waits for.
@@ -443,7 +470,6 @@ async fn start_task(turn: &TurnHandle, task_id: Uuid) -> std::result::Result<usi
         TOOL,
         serde_json::json!({"task_id": task_id, "instructions": instructions}),
     )
-    .requires_approval("runs the project's checks on the task's branch")
     .timeout(Duration::from_secs(60));
     let suspended = turn.report_tool_calls(call).await?;
     println!(

@@ -99,3 +99,10 @@ pub const WEBHOOK_URL_NOT_ALLOWED: &str = "webhook_url_not_allowed";
 /// `403` (the console): a write with the console's session cookie but without its
 /// `X-CSRF-Token`.
 pub const CSRF_TOKEN_INVALID: &str = "csrf_token_invalid";
+/// `403` (TRUST.md "Approvals"): the call's tool policy does not list the signed-in
+/// principal as an approver.
+pub const APPROVER_FORBIDDEN: &str = "approver_forbidden";
+/// `403` (TRUST.md "Approvals"): the signed-in principal reported the call it decides.
+pub const SELF_APPROVAL_FORBIDDEN: &str = "self_approval_forbidden";
+/// `404` (TRUST.md "Tool policies"): no tool policy of this name.
+pub const TOOL_POLICY_NOT_FOUND: &str = "tool_policy_not_found";

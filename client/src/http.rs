@@ -87,6 +87,14 @@ impl Call {
         }
     }
 
+    /// A `PUT` of a JSON body to `path` (safe to repeat: the same state again).
+    pub(crate) fn put(path: String, body: Vec<u8>) -> Self {
+        Self {
+            method: Method::PUT,
+            ..Self::post(path, Some(body))
+        }
+    }
+
     /// A `POST` of a JSON body to `path`.
     pub(crate) fn post(path: String, body: Option<Vec<u8>>) -> Self {
         Self {

@@ -166,10 +166,12 @@
 //!             .await
 //!     }
 //! });
-//! // The approver (role admin, or an ingress relaying a person):
+//! // The approver (role admin, or an ingress relaying a person; a tool policy may name
+//! // others). The service records the token's principal as the approver:
 //! let approvals = pm_client::Client::from_env()?.approvals();
 //! for call in approvals.pending().await? {
-//!     approvals.approve(&call, Some("alice")).await?;
+//!     let note = pm_client::ApprovalNote::default().with_comment("looks safe");
+//!     approvals.approve(&call, &note).await?;
 //! }
 //! executor.shutdown().await; // running calls get their grace to report
 //! # Ok(()) }
@@ -263,6 +265,7 @@ mod me;
 mod position;
 mod reads;
 mod retry;
+mod tool_policies;
 mod tools;
 mod turns;
 pub mod webhooks;
@@ -282,7 +285,9 @@ pub use reads::{
     MessageQuery, Paging, Reader, SessionQuery, TaskQuery, ToolCallQuery, TurnQuery,
 };
 pub use retry::{is_retryable, parse_retry_after, RetryPolicy};
-pub use tools::{Approvals, Executor, ExecutorBuilder, ToolBatch, ToolCall, ToolResult, ToolRun};
+pub use tools::{
+    ApprovalNote, Approvals, Executor, ExecutorBuilder, ToolBatch, ToolCall, ToolResult, ToolRun,
+};
 pub use turns::{ClaimContext, ClaimRequest, ClaimedTurn, Heartbeat, TurnFence};
 pub use webhooks::{verify_webhook, verify_webhook_at};
 pub use worker::{TurnHandle, Worker, WorkerBuilder};
@@ -290,7 +295,7 @@ pub use worker::{TurnHandle, Worker, WorkerBuilder};
 // The service's own types: request bodies, facts, enumerations and views.
 pub use pm_application::commands::{
     AddMessageInput, CreateConversationCheckpointInput, CreateTaskCheckpointInput, CreateTaskInput,
-    RegisterActorInput, StartConversationInput,
+    RegisterActorInput, StartConversationInput, ToolPolicyInput,
 };
 pub use pm_application::fact::Fact;
 pub use pm_application::views::{
@@ -313,6 +318,7 @@ pub use pm_domain::saga::{
     ToolStream, TurnInput, TurnKind, TurnState,
 };
 pub use pm_domain::task::{TaskCheckpointCreated, TaskCreated};
+pub use pm_domain::tool_policy::{Approver, PolicyAction, ToolPolicySet};
 pub use pm_domain::types::{ActorKind, CheckpointType, TaskCheckpointType, TaskStatus};
 pub use pm_domain::{Label, NonEmptyText};
 pub use uuid::Uuid;

@@ -365,16 +365,50 @@ struct CallBody<'a> {
     timeout_ms: Option<u64>,
 }
 
-#[derive(Serialize)]
-struct ApproveBody<'a> {
+/// What an approver adds to its decision (TRUST.md "Approvals"). Who decides is never
+/// said: the service records the signed-in principal.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ApprovalNote {
+    /// The `human` actor whose decision an ingress relays.
     #[serde(skip_serializing_if = "Option::is_none")]
-    approver: Option<&'a str>,
+    pub on_behalf_of: Option<Uuid>,
+    /// Why, at most 1,000 characters.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+}
+
+impl ApprovalNote {
+    /// A note relaying `person`'s decision.
+    pub fn on_behalf_of(person: Uuid) -> Self {
+        Self {
+            on_behalf_of: Some(person),
+            comment: None,
+        }
+    }
+
+    /// The note with a comment.
+    #[must_use]
+    pub fn with_comment(mut self, comment: impl Into<String>) -> Self {
+        self.comment = Some(comment.into());
+        self
+    }
+
+    fn checked(&self) -> Result<(), Error> {
+        match &self.comment {
+            Some(c) if c.trim().is_empty() || c.chars().count() > 1_000 || c.contains('\0') => Err(
+                Error::InvalidInput("comment: must be 1 to 1000 characters, without NUL".into()),
+            ),
+            _ => Ok(()),
+        }
+    }
 }
 
 #[derive(Serialize)]
 struct DenyBody<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     reason: Option<&'a str>,
+    #[serde(flatten)]
+    note: &'a ApprovalNote,
 }
 
 #[derive(Serialize)]
@@ -422,31 +456,34 @@ impl Client {
         self.controlled(call).await
     }
 
-    /// `POST /v1/turns/{turn_id}/tool-calls/{call_id}/approve` (admin, ingress relaying a
-    /// person's decision): the call may run (`awaiting_approval → executing`). `approver`
-    /// names who decided (default: the caller's role).
+    /// `POST /v1/turns/{turn_id}/tool-calls/{call_id}/approve` (a principal the call's
+    /// tool policy lists as an approver — by default admin, or an ingress relaying a
+    /// person's decision): the call may run (`awaiting_approval → executing`). The service
+    /// records the signed-in principal as the approver, with `note`.
     ///
     /// # Errors
     /// `409 tool_call_not_awaiting_approval` when the call does not wait for approval (it
     /// needs none, another approver decided, or it timed out; also when a retry finds the
-    /// approval done), `404 turn_not_found` or `tool_call_not_found`, `403 forbidden` for
-    /// roles other than admin and ingress, [`Error::InvalidInput`] for an approver that is
-    /// blank or over 1024 bytes, and the [`Error`]s of any call.
+    /// approval done), `404 turn_not_found` or `tool_call_not_found`, `403
+    /// approver_forbidden` for a principal the policy does not list, `403
+    /// self_approval_forbidden` for the principal that reported the call,
+    /// [`Error::InvalidInput`] for a comment that is blank or over 1,000 characters, and
+    /// the [`Error`]s of any call.
     pub async fn approve_tool_call(
         &self,
         turn_id: Uuid,
         call_id: &str,
-        approver: Option<&str>,
+        note: &ApprovalNote,
     ) -> Result<Controlled<ToolCallView>, Error> {
-        let approver = approver.map(|a| checked("approver", a)).transpose()?;
-        let body = json(&ApproveBody { approver })?;
+        note.checked()?;
+        let body = json(note)?;
         let call = Call::post(call_path(turn_id, call_id, "approve"), Some(body));
         self.controlled(call).await
     }
 
-    /// `POST /v1/turns/{turn_id}/tool-calls/{call_id}/deny` (admin, ingress): the call will
-    /// not run; it ends at once with the result `denied` carrying `reason` (default
-    /// `denied`), which the model reads on the resumed turn.
+    /// `POST /v1/turns/{turn_id}/tool-calls/{call_id}/deny` (an approver of the call, as
+    /// for approving): the call will not run; it ends at once with the result `denied`
+    /// carrying `reason` (default `denied`), which the model reads on the resumed turn.
     ///
     /// # Errors
     /// As [`approve_tool_call`](Client::approve_tool_call).
@@ -455,9 +492,11 @@ impl Client {
         turn_id: Uuid,
         call_id: &str,
         reason: Option<&str>,
+        note: &ApprovalNote,
     ) -> Result<Controlled<ToolCallView>, Error> {
         let reason = reason.map(|r| checked("reason", r)).transpose()?;
-        let body = json(&DenyBody { reason })?;
+        note.checked()?;
+        let body = json(&DenyBody { reason, note })?;
         let call = Call::post(call_path(turn_id, call_id, "deny"), Some(body));
         self.controlled(call).await
     }

@@ -39,6 +39,9 @@ pub enum DomainError {
         /// Its id.
         id: Uuid,
     },
+    /// No tool policy of this name is in force.
+    #[error("tool policy {0} does not exist")]
+    ToolPolicyNotFound(String),
     /// A field is missing, ill-typed or empty.
     #[error("{field}: {reason}")]
     Validation {

@@ -23,6 +23,7 @@ pub mod saga;
 pub mod task;
 pub mod text;
 pub mod time;
+pub mod tool_policy;
 
 #[cfg(test)]
 pub(crate) mod testing;

@@ -38,7 +38,8 @@ mod view;
 pub use agent::Agent;
 pub use deadline::{Deadline, DeadlineKind, DeadlineOp, LeaseHeld, Outcome};
 pub use input::{
-    Control, ControlError, Input, NewToolCall, ToolOp, WorkerOp, AGENT_TRANSITION_NOT_ALLOWED,
+    Control, ControlError, Decision, Input, NewToolCall, ToolOp, WorkerOp,
+    AGENT_TRANSITION_NOT_ALLOWED, APPROVER_FORBIDDEN, SELF_APPROVAL_FORBIDDEN,
     SESSION_TRANSITION_NOT_ALLOWED, TOOL_CALL_EXISTS, TOOL_CALL_NOT_AWAITING_APPROVAL,
     TOOL_CALL_NOT_EXECUTING, TOOL_CALL_TERMINAL, TURN_FENCED, TURN_NOT_CLAIMABLE,
     TURN_TRANSITION_NOT_ALLOWED,

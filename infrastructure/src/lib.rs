@@ -34,6 +34,7 @@ pub mod relay;
 pub mod sagas;
 pub mod sql;
 pub mod store;
+pub mod tool_policies;
 pub mod webhooks;
 
 pub use db::{Database, DbError};

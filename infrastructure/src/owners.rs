@@ -48,7 +48,10 @@ impl DbOwners {
 
     /// The organization of the conversation `target` `id` belongs to: `None` when it does
     /// not exist, `Some(None)` for a conversation without an organization.
-    async fn organization(
+    ///
+    /// # Errors
+    /// [`AppError`] from the store.
+    pub async fn organization(
         &self,
         target: Target,
         id: Uuid,

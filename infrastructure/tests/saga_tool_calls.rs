@@ -58,6 +58,18 @@ fn call(turn: &TurnView, call_id: &str, requires_approval: bool) -> pm_domain::s
         approver: None,
         timeout_ms: Some(30_000),
         result: None,
+        policy: Some(
+            if requires_approval {
+                "shell"
+            } else {
+                "default"
+            }
+            .into(),
+        ),
+        reported_by: Some("worker-1".into()),
+        approvers: requires_approval.then(|| vec!["role:admin".into(), "ops-lead".into()]),
+        on_behalf_of: requires_approval.then(|| Uuid::from_u128(7)),
+        comment: requires_approval.then(|| "looked at the diff".into()),
     }
 }
 
@@ -102,6 +114,9 @@ fn called(c: &pm_domain::saga::ToolCallView, time: DateTime<Utc>) -> NewRune {
                 turn_id: c.turn_id,
                 requires_approval: c.requires_approval,
                 timeout_ms: c.timeout_ms,
+                policy: c.policy.clone(),
+                action: None,
+                reported_by: c.reported_by.clone(),
             })),
         },
         sequence: 1,

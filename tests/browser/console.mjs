@@ -120,7 +120,12 @@ try {
   await row.getByText('created', { exact: true }).waitFor();
   step('the new session appeared live');
 
-  // A tool call that needs approval: the human asks, the worker claims and asks for it.
+  // A tool call that needs approval because the service's policy says so, not the
+  // worker: the operator sets the policy, the human asks, the worker claims and reports
+  // the call as needing none.
+  await api('admin', 'PUT', '/v1/tool-policies/checks', {
+    tools: 'run_*', action: 'require_approval', reason: 'runs commands on the build host',
+  });
   await api('ingress', 'POST', `/v1/conversations/${conv.id}/messages`, { actor_id: human.id, content: 'run the checks' });
   const session = await until('the root agent', async () => {
     const s = await api('admin', 'GET', `/v1/sessions/${conv.id}`).catch(() => null);
@@ -136,12 +141,16 @@ try {
   });
   const fence = { 'pm-turn-id': claim.turn.id, 'pm-turn-epoch': String(claim.turn_epoch) };
   await api('llm', 'POST', `/v1/turns/${claim.turn.id}/tool-calls`, {
-    calls: [{ call_id: 'c1', tool_name: 'run_checks', arguments: { command: 'cargo test' }, requires_approval: true, policy_reason: 'runs commands on the build host' }],
+    calls: [{ call_id: 'c1', tool_name: 'run_checks', arguments: { command: 'cargo test' }, requires_approval: false }],
   }, fence);
   await nav.getByRole('link', { name: 'Approvals' }).click();
   const card = page.getByRole('article', { name: 'Tool call run_checks' });
   await card.getByText('runs commands on the build host').waitFor();
   await card.getByText('cargo test').waitFor();
+  // The policy that asked, and who reported the call.
+  const policy = card.getByLabel('Policy');
+  await policy.getByText('checks', { exact: true }).waitFor();
+  await policy.getByText('llm', { exact: true }).waitFor();
   await screenshot(page, 'approvals');
   // A live update that lands between the press and the release of a click does not
   // swallow it: the page is re-rendered only once the button is released.

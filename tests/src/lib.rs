@@ -51,6 +51,13 @@ pub struct TestService {
     handle: Option<JoinHandle<std::io::Result<()>>>,
 }
 
+/// `PM_TOOL_DEFAULT_ACTION` of the test services: `allow`, so that a call the worker says
+/// needs no approval runs at once, as the tool machine's own tests need. The service's
+/// default is `require_approval`; the tool policy tests (`tests/api/policies.rs`) run
+/// under it.
+pub const WORKER_DECIDES: project_manager::config::DefaultAction =
+    project_manager::config::DefaultAction::Allow;
+
 impl TestService {
     /// Starts the service on `db` with `PM_AUTH_TOKENS=tokens` ("" = open mode).
     ///
@@ -63,6 +70,7 @@ impl TestService {
         config.auth_tokens = tokens.to_string();
         config.db_pool_size = 8;
         config.log_poll_ms = 50;
+        config.tool_default_action = WORKER_DECIDES;
         Self::start_with(config).await
     }
 

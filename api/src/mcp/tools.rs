@@ -72,7 +72,8 @@ pub static TOOLS: LazyLock<Vec<McpTool>> = LazyLock::new(|| {
         tool("report_tool_calls", Method::POST, "/v1/turns/{id}/tool-calls", turn,
             "Ask for tool calls (a batch of 1-64 with unique call_ids): the turn suspends until every \
              call has its result (approvals, executors, timeouts), then it can be claimed again with the \
-             results in its context. Ends this claim (fenced)."),
+             results in its context. Ends this claim (fenced). The service's tool policies decide each call: \
+             it runs, waits for a person, or is denied at once; requires_approval can only ask for more care."),
         tool("add_message", Method::POST, "/v1/conversations/{id}/messages", conversation,
             "Add a message to a conversation as one of its actors (task_id: about that task). Fenced to the \
              claimed turn when the turn headers are sent."),

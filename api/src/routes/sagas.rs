@@ -188,6 +188,9 @@ async fn run_control<T: serde::Serialize>(
         ControlError::NotAllowed { code, detail } => {
             ApiError::new(StatusCode::CONFLICT, code, detail)
         }
+        ControlError::Forbidden { code, detail } => {
+            ApiError::new(StatusCode::FORBIDDEN, code, detail)
+        }
         ControlError::TurnNotFound | ControlError::ToolCallNotFound(_) => {
             ApiError::internal("a control named no turn or tool call")
         }

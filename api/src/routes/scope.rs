@@ -56,7 +56,7 @@ const fn named(
 
 /// The scope rule of the endpoint at `path` (a template of the endpoint table).
 pub fn path_scope(path: &str) -> PathScope {
-    let rules: [(&str, PathScope); 8] = [
+    let rules: [(&str, PathScope); 9] = [
         (
             "/v1/actors/{id}",
             named(Target::Actor, "id", "actor_not_found", "actor"),
@@ -96,6 +96,8 @@ pub fn path_scope(path: &str) -> PathScope {
             named(Target::Turn, "turn_id", "turn_not_found", "turn"),
         ),
         ("/v1/admin/", PathScope::Service),
+        // Policies govern every organization's calls and name organizations: `*` only.
+        ("/v1/tool-policies", PathScope::Service),
     ];
     rules
         .into_iter()
@@ -182,9 +184,12 @@ mod tests {
                     "{}: {named:?} names a parameter it does not have",
                     endpoint.path
                 ),
-                PathScope::Service => {
-                    assert!(endpoint.path.starts_with("/v1/admin/"), "{}", endpoint.path)
-                }
+                PathScope::Service => assert!(
+                    endpoint.path.starts_with("/v1/admin/")
+                        || endpoint.path.starts_with("/v1/tool-policies"),
+                    "{}",
+                    endpoint.path
+                ),
                 // Only webhooks (scoped by their subscriptions) name something unchecked.
                 PathScope::Unnamed => assert!(
                     parameters.is_empty() || endpoint.path.starts_with("/v1/webhooks/"),

@@ -5,8 +5,10 @@
 use axum::http::Method;
 use axum::routing::{delete, get, post, MethodRouter};
 
-use super::access::{Access, INGRESS, INGRESS_LLM, LLM};
-use super::{admin, commands, events, me, ops, queries, sagas, tools, webhooks, workers};
+use super::access::{Access, INGRESS, INGRESS_LLM, LLM, READERS};
+use super::{
+    admin, commands, events, me, ops, queries, sagas, tool_policies, tools, webhooks, workers,
+};
 use crate::state::AppState;
 
 /// One endpoint.
@@ -228,13 +230,15 @@ pub fn endpoints() -> Vec<Endpoint> {
         ep(
             M::POST,
             "/v1/turns/{turn_id}/tool-calls/{call_id}/approve",
-            Call(INGRESS),
+            // Every role reaches it: the call's tool policy decides who may.
+            Call(READERS),
             post(tools::approve),
         ),
         ep(
             M::POST,
             "/v1/turns/{turn_id}/tool-calls/{call_id}/deny",
-            Call(INGRESS),
+            // Every role reaches it: the call's tool policy decides who may.
+            Call(READERS),
             post(tools::deny),
         ),
         ep(
@@ -250,6 +254,25 @@ pub fn endpoints() -> Vec<Endpoint> {
             post(tools::result),
         ),
         ep(M::GET, "/v1/tool-calls", Read, get(tools::tool_calls)),
+        ep(
+            M::PUT,
+            "/v1/tool-policies/{name}",
+            Admin,
+            axum::routing::put(tool_policies::put),
+        ),
+        ep(
+            M::DELETE,
+            "/v1/tool-policies/{name}",
+            Admin,
+            delete(tool_policies::delete),
+        ),
+        ep(
+            M::GET,
+            "/v1/tool-policies/{name}",
+            Read,
+            get(tool_policies::get),
+        ),
+        ep(M::GET, "/v1/tool-policies", Read, get(tool_policies::list)),
         ep(M::GET, "/v1/anomalies", Read, get(sagas::anomalies)),
         ep(M::GET, "/v1/events", Read, get(events::events)),
         ep(M::POST, "/v1/webhooks", Admin, post(webhooks::create)),

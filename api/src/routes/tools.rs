@@ -8,9 +8,15 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use pm_application::queries::{SagaReadStore, ToolCallFilter};
+use pm_application::sagas::SagaStore;
+use pm_application::scope::Target;
 use pm_application::views::{Page, ToolCallView};
-use pm_domain::saga::{NewToolCall, ToolCallState, ToolOp, ToolStatus, ToolStream, WorkerOp};
+use pm_domain::saga::{
+    Decision, NewToolCall, ToolCallState, ToolOp, ToolStatus, ToolStream, WorkerOp,
+};
 use pm_domain::text::Label;
+use pm_domain::tool_policy::{Decider, PolicyRules};
+use pm_domain::types::ActorKind;
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
@@ -45,10 +51,12 @@ pub struct ToolCallBody {
     /// Its arguments: any JSON, at most 64 KiB.
     #[schema(value_type = Object)]
     pub arguments: serde_json::Value,
-    /// Whether a person must approve it before it runs (default false).
+    /// Whether the worker asks a person to approve it before it runs (default false). The
+    /// call's tool policy decides: `require_approval` and `deny` whatever this says;
+    /// `allow` lets the worker ask for more care, never for less.
     #[serde(default)]
     pub requires_approval: bool,
-    /// Why the worker's policy asks a person (shown to approvers).
+    /// Why the worker asks a person (shown to approvers when its policy allows the call).
     #[schema(value_type = Option<String>, max_length = 1024)]
     pub policy_reason: Option<Label>,
     /// How long it may execute, 1–86400000 ms (default `PM_TOOL_TIMEOUT_SECS`).
@@ -68,13 +76,16 @@ pub struct ToolCallsBody {
     pub resume_deadline_ms: Option<u64>,
 }
 
-/// The optional body of `…/approve`.
+/// The optional body of `…/approve`. The approver is the signed-in principal: no body
+/// names it.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ApproveBody {
-    /// Who approves (default: the caller's role).
-    #[schema(value_type = Option<String>, max_length = 1024)]
-    pub approver: Option<Label>,
+    /// The `human` actor whose decision an ingress relays (a registered actor's id).
+    pub on_behalf_of: Option<Uuid>,
+    /// Why, at most 1,000 characters; recorded in `tool.approved`.
+    #[schema(max_length = 1000)]
+    pub comment: Option<String>,
 }
 
 /// The optional body of `…/deny`.
@@ -84,7 +95,15 @@ pub struct DenyBody {
     /// Why (default `denied`); recorded in `tool.denied` and the call's result.
     #[schema(value_type = Option<String>, max_length = 1024)]
     pub reason: Option<Label>,
+    /// The `human` actor whose decision an ingress relays (a registered actor's id).
+    pub on_behalf_of: Option<Uuid>,
+    /// A comment, at most 1,000 characters; recorded in `tool.denied`.
+    #[schema(max_length = 1000)]
+    pub comment: Option<String>,
 }
+
+/// The longest approval `comment`, in characters.
+const MAX_COMMENT: usize = 1_000;
 
 /// The body of `…/progress`.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -197,10 +216,13 @@ pub async fn report_calls(
     let (id, turn_epoch, body): (_, _, ToolCallsBody) =
         report_of(&headers, &id, &body, parse_json)?;
     let (calls, resume_deadline) = batch(body)?;
+    let rules = policy_rules(&state, id).await?;
     let op = WorkerOp::ToolCalls {
         turn_epoch,
         calls,
         resume_deadline,
+        rules,
+        reporter: ctx.0.principal.clone(),
     };
     super::workers::settled(&state, id).await?;
     let position = state
@@ -218,6 +240,62 @@ pub async fn report_calls(
         (status, Json(turn)).into_response(),
         position,
     ))
+}
+
+/// What decides the calls of turn `id`: the policies in force now, its conversation's
+/// organization and `PM_TOOL_DEFAULT_ACTION`.
+async fn policy_rules(state: &AppState, id: Uuid) -> Result<PolicyRules, ApiError> {
+    let organization = state
+        .owners
+        .organization(Target::Turn, id)
+        .await?
+        .ok_or_else(|| refused(pm_application::workers::Refused::TurnNotFound, id))?;
+    Ok(PolicyRules {
+        policies: state.policies.all().await?.into(),
+        organization,
+        default_action: state.tool_default_action,
+    })
+}
+
+/// The signed-in principal's decision on a call, with what its body adds.
+async fn decision(
+    state: &AppState,
+    caller: &Caller,
+    on_behalf_of: Option<Uuid>,
+    comment: Option<String>,
+) -> Result<Decision, ApiError> {
+    if let Some(comment) = &comment {
+        if comment.trim().is_empty()
+            || comment.chars().count() > MAX_COMMENT
+            || comment.contains('\0')
+        {
+            return Err(ApiError::validation(
+                "comment",
+                format!("must be 1 to {MAX_COMMENT} characters, without NUL"),
+            ));
+        }
+    }
+    if let Some(actor) = on_behalf_of {
+        // From the log (not the read model, which may lag the actor's registration).
+        let human =
+            SagaStore::actor_kind(state.sagas.store(), actor).await? == Some(ActorKind::Human);
+        if !human {
+            return Err(ApiError::validation(
+                "on_behalf_of",
+                format!("{actor} is not a registered human actor"),
+            ));
+        }
+    }
+    let principal = caller.principal();
+    Ok(Decision {
+        by: Decider {
+            name: principal.name().to_string(),
+            roles: principal.roles().map(|r| r.as_str().to_string()).collect(),
+            open_mode: principal.source() == crate::auth::Source::Open,
+        },
+        on_behalf_of,
+        comment,
+    })
 }
 
 /// The path's turn and call; an impossible `call_id` is a call that does not exist.
@@ -271,13 +349,14 @@ async fn on_call(
 pub async fn approve(
     State(state): State<AppState>,
     ctx: Ctx,
+    caller: Caller,
     Path((turn, call_id)): Path<(String, String)>,
     RawBody(body): RawBody,
 ) -> Result<Response, ApiError> {
     let path = call_path(&turn, call_id)?;
     let body: ApproveBody = body_or_default(&body)?;
-    let approver = body.approver.map_or_else(|| ctx.0.role.clone(), Into::into);
-    on_call(&state, &ctx, path, ToolOp::Approve { approver }, "approve").await
+    let decision = decision(&state, &caller, body.on_behalf_of, body.comment).await?;
+    on_call(&state, &ctx, path, ToolOp::Approve { decision }, "approve").await
 }
 
 /// `POST /v1/turns/{turn_id}/tool-calls/{call_id}/deny` (admin, ingress): `tool.denied`,
@@ -292,13 +371,22 @@ pub async fn approve(
 pub async fn deny(
     State(state): State<AppState>,
     ctx: Ctx,
+    caller: Caller,
     Path((turn, call_id)): Path<(String, String)>,
     RawBody(body): RawBody,
 ) -> Result<Response, ApiError> {
     let path = call_path(&turn, call_id)?;
     let body: DenyBody = body_or_default(&body)?;
     let reason = body.reason.map_or_else(|| "denied".to_string(), Into::into);
-    on_call(&state, &ctx, path, ToolOp::Deny { reason }, "deny").await
+    let decision = decision(&state, &caller, body.on_behalf_of, body.comment).await?;
+    on_call(
+        &state,
+        &ctx,
+        path,
+        ToolOp::Deny { reason, decision },
+        "deny",
+    )
+    .await
 }
 
 /// `POST /v1/turns/{turn_id}/tool-calls/{call_id}/progress` (llm, admin): a chunk of an

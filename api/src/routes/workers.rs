@@ -200,6 +200,7 @@ pub(super) fn refused(e: Refused, id: Uuid) -> ApiError {
             format!("turn {id} has no tool call {call_id}"),
         ),
         Refused::Conflict { code, detail } => ApiError::new(StatusCode::CONFLICT, code, detail),
+        Refused::Forbidden { code, detail } => ApiError::new(StatusCode::FORBIDDEN, code, detail),
     }
 }
 

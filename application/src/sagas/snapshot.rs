@@ -28,7 +28,7 @@ use pm_domain::saga::{Instance, Sagas};
 use serde::{Deserialize, Serialize};
 
 /// The encoding of [`encode`]; see the module's documentation for when it changes.
-pub const FORMAT: i32 = 2;
+pub const FORMAT: i32 = 3;
 
 /// When the engine takes snapshots.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

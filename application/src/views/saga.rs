@@ -150,14 +150,32 @@ pub struct ToolCallView {
     pub state: ToolCallState,
     /// Whether it needs (or needed) an approver.
     pub requires_approval: bool,
-    /// Why the worker's policy asks a person.
+    /// Why a person is asked: the tool policy's reason (or name), or the worker's words
+    /// when the policy let it ask.
     pub policy_reason: Option<String>,
-    /// Who approved it.
+    /// The signed-in principal that approved or denied it.
     pub approver: Option<String>,
     /// Its own execution timeout in milliseconds; null: `PM_TOOL_TIMEOUT_SECS`.
     pub timeout_ms: Option<u64>,
     /// Its one result (`tool.result`); null while it is open.
     pub result: Option<ToolResultView>,
+    /// The tool policy it was reported under (`default`: none matched; null for calls
+    /// reported before tool policies existed).
+    #[serde(default)]
+    pub policy: Option<String>,
+    /// The principal that reported it (it may not decide it).
+    #[serde(default)]
+    pub reported_by: Option<String>,
+    /// Who may approve or deny it (principal names and `role:<role>`), when it needs (or
+    /// needed) a person.
+    #[serde(default)]
+    pub approvers: Option<Vec<String>>,
+    /// The `human` actor whose decision its approver relayed.
+    #[serde(default)]
+    pub on_behalf_of: Option<Uuid>,
+    /// The approver's comment.
+    #[serde(default)]
+    pub comment: Option<String>,
     /// When it was reported (log time of `tool.call`).
     #[serde(with = "pm_domain::time")]
     pub created_at: DateTime<Utc>,

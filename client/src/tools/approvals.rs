@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use crate::codes::TOOL_CALL_NOT_AWAITING_APPROVAL;
 use crate::retry::jitter;
-use crate::{Client, Error, ToolCallQuery};
+use crate::{ApprovalNote, Client, Error, ToolCallQuery};
 
 /// The tool calls waiting for a person's approval (`GET /v1/tool-calls?state=
 /// awaiting_approval`), and their approval or denial.
@@ -24,14 +24,15 @@ use crate::{Client, Error, ToolCallQuery};
 /// ```no_run
 /// # async fn run(client: pm_client::Client) -> Result<(), pm_client::Error> {
 /// use futures::TryStreamExt;
+/// use pm_client::ApprovalNote;
 ///
 /// let approvals = client.approvals();
 /// let mut waiting = approvals.follow();
 /// while let Some(call) = waiting.try_next().await? {
 ///     let decided = if call.tool_name == "shell" && call.arguments.to_string().contains("rm -rf") {
-///         approvals.deny(&call, Some("destructive command")).await?
+///         approvals.deny(&call, Some("destructive command"), &ApprovalNote::default()).await?
 ///     } else {
-///         approvals.approve(&call, Some("ops-oncall")).await?
+///         approvals.approve(&call, &ApprovalNote::default()).await?
 ///     };
 ///     if decided.is_none() {
 ///         println!("{} was decided elsewhere (or timed out)", call.call_id);
@@ -119,7 +120,7 @@ impl Approvals {
         .boxed()
     }
 
-    /// Approves `call` (`POST …/approve`) as `approver` (default: the caller's role): it
+    /// Approves `call` (`POST …/approve`) as the signed-in principal, with `note`: it
     /// may run now. `None` when it no longer waits for approval (another approver decided,
     /// or its approval timed out): read it to see how it ended.
     ///
@@ -128,11 +129,11 @@ impl Approvals {
     pub async fn approve(
         &self,
         call: &ToolCallView,
-        approver: Option<&str>,
+        note: &ApprovalNote,
     ) -> Result<Option<ToolCallView>, Error> {
         decided(
             self.client
-                .approve_tool_call(call.turn_id, &call.call_id, approver)
+                .approve_tool_call(call.turn_id, &call.call_id, note)
                 .await,
         )
     }
@@ -147,10 +148,11 @@ impl Approvals {
         &self,
         call: &ToolCallView,
         reason: Option<&str>,
+        note: &ApprovalNote,
     ) -> Result<Option<ToolCallView>, Error> {
         decided(
             self.client
-                .deny_tool_call(call.turn_id, &call.call_id, reason)
+                .deny_tool_call(call.turn_id, &call.call_id, reason, note)
                 .await,
         )
     }

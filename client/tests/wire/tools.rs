@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pm_client::{
-    codes, Error, Executor, ToolCall, ToolCallState, ToolResult, ToolStream, Uuid, Worker,
+    codes, ApprovalNote, Error, Executor, ToolCall, ToolCallState, ToolResult, ToolStream, Uuid,
+    Worker,
 };
 use serde_json::json;
 
@@ -134,12 +135,16 @@ async fn per_call_requests_are_keyed_by_turn_and_call_and_retried_as_replays_all
     let c = client(&fake.base);
     let turn: Uuid = TURN.parse().expect("uuid");
     let approved = c
-        .approve_tool_call(turn, "a b/c", Some("alice"))
+        .approve_tool_call(
+            turn,
+            "a b/c",
+            &ApprovalNote::on_behalf_of(Uuid::from_u128(7)).with_comment("ok"),
+        )
         .await
         .expect("approved");
     assert_eq!(approved.view.state, ToolCallState::Executing);
     let denied = c
-        .deny_tool_call(turn, "a b/c", None)
+        .deny_tool_call(turn, "a b/c", None, &ApprovalNote::default())
         .await
         .expect_err("409");
     assert_eq!(denied.code(), Some(codes::TOOL_CALL_NOT_AWAITING_APPROVAL));
@@ -183,7 +188,10 @@ async fn per_call_requests_are_keyed_by_turn_and_call_and_retried_as_replays_all
     assert!(seen.iter().all(|s| s.header("pm-turn-id").is_none()
         && s.header("pm-turn-epoch").is_none()
         && s.header("idempotency-key").is_none()));
-    assert_eq!(seen[0].body, r#"{"approver":"alice"}"#);
+    assert_eq!(
+        seen[0].body,
+        r#"{"on_behalf_of":"00000000-0000-0000-0000-000000000007","comment":"ok"}"#
+    );
     assert_eq!(seen[1].body, "{}");
     assert_eq!(seen[2].body, r#"{"stream":"stderr","chunk":"oops\n"}"#);
     assert_eq!(seen[3].body, r#"{"status":"success","output":{"ok":true}}"#);

@@ -91,6 +91,10 @@ pub enum WorkerOp {
         calls: Vec<NewToolCall>,
         /// L0 `resume_deadline`: every call still open then times out.
         resume_deadline: Option<chrono::Duration>,
+        /// The tool policies that decide each call (TRUST.md "Tool policies").
+        rules: crate::tool_policy::PolicyRules,
+        /// The signed-in principal reporting the batch: it never decides these calls.
+        reporter: String,
     },
     /// A request on one call (`/v1/turns/{id}/tool-calls/{call_id}/…`): keyed by the
     /// turn and `call_id`, not fenced (the approver and the executor are not the worker).
@@ -111,26 +115,42 @@ pub struct NewToolCall {
     pub tool_name: String,
     /// Its arguments.
     pub arguments: serde_json::Value,
-    /// Whether a person must approve it first.
+    /// Whether the worker asks a person to approve it first (its policy may ask anyway).
     pub requires_approval: bool,
-    /// Why (recorded in `tool.approval_requested`).
+    /// Why the worker asks (recorded in `tool.approval_requested` when its policy allows
+    /// the call and the worker asked).
     pub policy_reason: Option<String>,
     /// Its execution timeout; the configured one when `None`.
     pub timeout_ms: Option<u64>,
 }
 
+/// Who approves or denies a call (TRUST.md "Approvals"): the signed-in principal, never a
+/// name the request chose, with the person it relays and a comment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    /// The signed-in principal.
+    pub by: crate::tool_policy::Decider,
+    /// The `human` actor whose decision an ingress relays.
+    pub on_behalf_of: Option<Uuid>,
+    /// Why, in the approver's words (at most 1,000 characters).
+    pub comment: Option<String>,
+}
+
 /// A request on one tool call (WORKERS.md's table).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ToolOp {
-    /// `…/approve` (admin, ingress): `awaiting_approval → executing`.
+    /// `…/approve` (an approver of the call's policy): `awaiting_approval → executing`.
     Approve {
-        /// Who approved.
-        approver: String,
+        /// The decision's principal and what it adds.
+        decision: Decision,
     },
-    /// `…/deny` (admin, ingress): `tool.denied`, then `tool.result` `denied`.
+    /// `…/deny` (an approver of the call's policy): `tool.denied`, then `tool.result`
+    /// `denied`.
     Deny {
         /// Why.
         reason: String,
+        /// The decision's principal and what it adds.
+        decision: Decision,
     },
     /// `…/progress` (llm, admin): a chunk of output while executing.
     Progress {
@@ -232,6 +252,14 @@ pub enum ControlError {
     /// INV-TOOL-CALL-BEFORE-RESULT).
     #[error("the turn has no tool call {0}")]
     ToolCallNotFound(String),
+    /// The signed-in principal may not do this (HTTP 403 with the code).
+    #[error("{code}: {detail}")]
+    Forbidden {
+        /// `approver_forbidden` or `self_approval_forbidden`.
+        code: &'static str,
+        /// Why.
+        detail: String,
+    },
     /// The machine has no edge for the control from the current state (HTTP 409).
     #[error("{code}: {detail}")]
     NotAllowed {
@@ -267,3 +295,9 @@ pub const TOOL_CALL_NOT_AWAITING_APPROVAL: &str = "tool_call_not_awaiting_approv
 /// [`ControlError::NotAllowed`]'s code for another result after a call's one result
 /// (INV-TOOL-TERMINAL).
 pub const TOOL_CALL_TERMINAL: &str = "tool_call_terminal";
+/// [`ControlError::Forbidden`]'s code for a decision by a principal the call's policy does
+/// not list as an approver.
+pub const APPROVER_FORBIDDEN: &str = "approver_forbidden";
+/// [`ControlError::Forbidden`]'s code for a decision on a call by the principal that
+/// reported it.
+pub const SELF_APPROVAL_FORBIDDEN: &str = "self_approval_forbidden";

@@ -37,6 +37,7 @@ mod invariants;
 mod journal;
 mod outputs;
 mod plan_table;
+mod policy_table;
 mod props;
 mod session_close;
 mod session_controls;

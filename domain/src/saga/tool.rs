@@ -8,6 +8,7 @@ use uuid::Uuid;
 use super::rune::tool::{ToolResult, ToolRune};
 use super::types::{ToolCallState, ToolStatus};
 use super::{Machine, SagaError, TOOL_CALL_TYPE};
+use crate::tool_policy::{Approver, PolicyAction};
 
 /// A tool call (id = [`super::ids::tool_call_id`]).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -22,6 +23,18 @@ pub struct ToolCall {
     state: Option<ToolCallState>,
     approver: Option<String>,
     denial: Option<String>,
+    #[serde(default)]
+    policy: Option<String>,
+    #[serde(default)]
+    action: Option<PolicyAction>,
+    #[serde(default)]
+    reported_by: Option<String>,
+    #[serde(default)]
+    approvers: Option<Vec<Approver>>,
+    #[serde(default)]
+    on_behalf_of: Option<Uuid>,
+    #[serde(default)]
+    comment: Option<String>,
     progress: u32,
     result: Option<ToolResult>,
     anomalies: u32,
@@ -60,9 +73,30 @@ impl ToolCall {
     pub fn state(&self) -> Option<ToolCallState> {
         self.state
     }
-    /// Who approved it.
+    /// The principal that approved or denied it.
     pub fn approver(&self) -> Option<&str> {
         self.approver.as_deref()
+    }
+    /// The tool policy it was reported under (`default`: none matched); `None` for calls
+    /// written before policies.
+    pub fn policy(&self) -> Option<&str> {
+        self.policy.as_deref()
+    }
+    /// The principal that reported it.
+    pub fn reported_by(&self) -> Option<&str> {
+        self.reported_by.as_deref()
+    }
+    /// Who may approve or deny it while it waits.
+    pub fn approvers(&self) -> Vec<Approver> {
+        self.approvers.clone().unwrap_or_else(Approver::defaults)
+    }
+    /// The `human` actor whose decision its approver relayed.
+    pub fn on_behalf_of(&self) -> Option<Uuid> {
+        self.on_behalf_of
+    }
+    /// Its approver's comment.
+    pub fn comment(&self) -> Option<&str> {
+        self.comment.as_deref()
     }
     /// `tool.progress` runes recorded.
     pub fn progress(&self) -> u32 {
@@ -104,7 +138,12 @@ impl Machine for ToolCall {
         let edge = match rune {
             R::Call(_) => st.is_none(),
             R::ApprovalRequested(_) => st == Some(S::PendingCall),
-            R::Approved(_) | R::Denied(_) => st == Some(S::AwaitingApproval),
+            R::Approved(_) => st == Some(S::AwaitingApproval),
+            // A policy's denial follows its `tool.call` at once (TRUST.md "Tool policies").
+            R::Denied(_) => {
+                st == Some(S::AwaitingApproval)
+                    || (st == Some(S::PendingCall) && self.action == Some(PolicyAction::Deny))
+            }
             R::Progress(_) => st == Some(S::Executing),
             R::Result(r) => {
                 self.result.is_none()
@@ -134,11 +173,15 @@ impl Machine for ToolCall {
         use ToolRune as R;
         match rune {
             R::Call(r) => {
-                self.state = Some(if r.requires_approval {
+                let denied = r.action == Some(PolicyAction::Deny);
+                self.state = Some(if r.requires_approval || denied {
                     S::PendingCall
                 } else {
                     S::Executing
                 });
+                self.policy = r.policy;
+                self.action = r.action;
+                self.reported_by = r.reported_by;
                 self.call_id = Some(r.call_id);
                 self.turn_id = Some(r.turn_id);
                 self.tool_name = r.tool_name;
@@ -148,14 +191,20 @@ impl Machine for ToolCall {
             }
             R::ApprovalRequested(r) => {
                 self.policy_reason = r.policy_reason;
+                self.approvers = r.approvers;
                 self.state = Some(S::AwaitingApproval);
             }
             R::Approved(r) => {
                 self.approver = Some(r.approver);
+                self.on_behalf_of = r.on_behalf_of;
+                self.comment = r.comment;
                 self.state = Some(S::Executing);
             }
             R::Denied(r) => {
                 self.denial = Some(r.reason);
+                self.approver = r.approver;
+                self.on_behalf_of = r.on_behalf_of;
+                self.comment = r.comment;
                 self.state = Some(S::Denied);
             }
             R::Progress(_) => self.progress += 1,

@@ -119,12 +119,22 @@ pub struct ToolCallView {
     pub requires_approval: bool,
     /// Why the policy asks a person.
     pub policy_reason: Option<String>,
-    /// Who approved it.
+    /// The principal that approved or denied it.
     pub approver: Option<String>,
     /// Its own execution timeout, if the worker gave one.
     pub timeout_ms: Option<u64>,
     /// Its one result, once it has it.
     pub result: Option<ToolResultView>,
+    /// The tool policy it was reported under.
+    pub policy: Option<String>,
+    /// The principal that reported it.
+    pub reported_by: Option<String>,
+    /// Who may decide it, when it needs (or needed) a person.
+    pub approvers: Option<Vec<String>>,
+    /// The `human` actor whose decision its approver relayed.
+    pub on_behalf_of: Option<Uuid>,
+    /// Its approver's comment.
+    pub comment: Option<String>,
 }
 
 /// A call's `tool.result`, as the reads show it.
@@ -238,6 +248,13 @@ impl Sagas {
                 error: r.error.clone(),
                 reason: r.reason.clone(),
             }),
+            policy: call.policy().map(str::to_string),
+            reported_by: call.reported_by().map(str::to_string),
+            approvers: call
+                .requires_approval()
+                .then(|| call.approvers().iter().map(ToString::to_string).collect()),
+            on_behalf_of: call.on_behalf_of(),
+            comment: call.comment().map(str::to_string),
         })
     }
 

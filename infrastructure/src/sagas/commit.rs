@@ -424,7 +424,7 @@ async fn turns(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
 /// The columns of a `saga_tool_calls` row, in the order [`tool_calls`] binds them.
 const TOOL_CALL_COLUMNS: &str = "id, turn_id, conversation_id, call_id, ordinal, tool_name, \
      arguments, state, requires_approval, policy_reason, approver, timeout_ms, result, \
-     created_at, updated_at";
+     policy, reported_by, approvers, on_behalf_of, comment, created_at, updated_at";
 
 /// Upserts the tool call rows (the last of a call's rows in the write wins). A call's
 /// `tool_name`, `arguments`, `requires_approval` and `timeout_ms` are those of its
@@ -470,6 +470,11 @@ async fn tool_calls(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
         "",
         "",
         "",
+        "",
+        "",
+        "",
+        "::uuid",
+        "",
         "::timestamptz",
         "::timestamptz",
     ];
@@ -490,6 +495,11 @@ async fn tool_calls(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
                     .opt_text(c.approver.clone())
                     .opt_int(c.timeout_ms.map(clamp))
                     .opt_text(c.result.as_ref().map(json))
+                    .opt_text(c.policy.clone())
+                    .opt_text(c.reported_by.clone())
+                    .opt_text(c.approvers.as_ref().map(json))
+                    .opt_uuid(c.on_behalf_of)
+                    .opt_text(c.comment.clone())
                     .time(at)
                     .time(at)
             },
@@ -502,11 +512,14 @@ async fn tool_calls(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
                  COALESCE(v.ordinal, (SELECT count(*) FROM saga_tool_calls s \
                    WHERE s.turn_id = v.turn_id)), \
                  v.tool_name, v.arguments, v.state, v.requires_approval, v.policy_reason, \
-                 v.approver, v.timeout_ms, v.result, v.created_at, v.updated_at \
+                 v.approver, v.timeout_ms, v.result, v.policy, v.reported_by, v.approvers, \
+                 v.on_behalf_of, v.comment, v.created_at, v.updated_at \
                  FROM v WHERE true \
                  ON CONFLICT (id) DO UPDATE SET state = excluded.state, \
                  policy_reason = excluded.policy_reason, approver = excluded.approver, \
-                 result = excluded.result, updated_at = excluded.updated_at"
+                 result = excluded.result, approvers = excluded.approvers, \
+                 on_behalf_of = excluded.on_behalf_of, comment = excluded.comment, \
+                 updated_at = excluded.updated_at"
             )
         })
         .await?;

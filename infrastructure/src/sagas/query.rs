@@ -154,7 +154,8 @@ const TURN_COLUMNS: &str = "id::text AS id, agent_id::text AS agent_id, \
 
 const TOOL_CALL_COLUMNS: &str = "id::text AS id, turn_id::text AS turn_id, \
      conversation_id::text AS conversation_id, call_id, ordinal, tool_name, arguments, state, \
-     requires_approval, policy_reason, approver, timeout_ms, result, created_at, updated_at";
+     requires_approval, policy_reason, approver, timeout_ms, result, policy, reported_by, approvers, \
+     on_behalf_of::text AS on_behalf_of, comment, created_at, updated_at";
 
 const ANOMALY_COLUMNS: &str = "id::text AS id, conversation_id::text AS conversation_id, \
      aggregate_type, aggregate_id::text AS aggregate_id, sequence, state, fact, reason, \
@@ -276,6 +277,14 @@ fn tool_call(row: &DbRow) -> Result<ToolCallView, sqlx::Error> {
             .map(|ms| u64::try_from(ms).map_err(|e| decode_error("timeout_ms", e)))
             .transpose()?,
         result,
+        policy: row.opt_string("policy")?,
+        reported_by: row.opt_string("reported_by")?,
+        approvers: row
+            .opt_string("approvers")?
+            .map(|raw| serde_json::from_str(&raw).map_err(|e| decode_error("approvers", e)))
+            .transpose()?,
+        on_behalf_of: row.opt_uuid("on_behalf_of")?,
+        comment: row.opt_string("comment")?,
         created_at: row.time("created_at")?,
         updated_at: row.time("updated_at")?,
     })

@@ -27,6 +27,7 @@ mod ops_conventions;
 mod organizations;
 mod pagination;
 mod poison;
+mod policies;
 mod principals;
 mod processors;
 mod queries;

@@ -30,7 +30,7 @@ use crate::support::{config, events};
 use crate::workers::{claim, dispatched};
 
 /// An MCP client session.
-type Client = RunningService<RoleClient, ()>;
+pub(crate) type Client = RunningService<RoleClient, ()>;
 
 /// An MCP client session that hears `notifications/resources/updated`.
 type Listener = RunningService<RoleClient, Updates>;
@@ -160,7 +160,7 @@ async fn try_connect_with<H: ClientHandler>(
     }
 }
 
-async fn connect(svc: &TestService, token: &str, turn: Option<(&str, i64)>) -> Client {
+pub(crate) async fn connect(svc: &TestService, token: &str, turn: Option<(&str, i64)>) -> Client {
     try_connect(svc, Some(token), turn)
         .await
         .unwrap_or_else(|e| panic!("MCP initialize with token {token} and {turn:?}: {e}"))
@@ -200,7 +200,7 @@ fn ok(tool: &str, r: &CallToolResult) -> Value {
 }
 
 /// `tool` called with `args` succeeds; answers its structured content.
-async fn ok_call(client: &Client, tool: &str, args: Value) -> Value {
+pub(crate) async fn ok_call(client: &Client, tool: &str, args: Value) -> Value {
     ok(tool, &call(client, tool, args).await)
 }
 

@@ -164,6 +164,8 @@ async fn documented_roles_are_enforced(db: TestDb) {
         let call = |token: Option<&str>| {
             let mut req = match method.as_str() {
                 "post" => svc.client.post(&url).json(&json!({})),
+                "put" => svc.client.put(&url).json(&json!({})),
+                "delete" => svc.client.delete(&url),
                 _ => svc.client.get(&url),
             };
             if let Some(token) = token {

@@ -29,6 +29,7 @@ pub fn config(db: &TestDb) -> Config {
     config.database_url = Some(db.url.clone());
     config.db_pool_size = 8;
     config.log_poll_ms = 50;
+    config.tool_default_action = pm_tests::WORKER_DECIDES;
     config
 }
 

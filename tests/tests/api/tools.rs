@@ -38,15 +38,12 @@ fn call(id: &str, approval: bool) -> Value {
     call
 }
 
+/// The batch, reported by the `llm` principal (an approver never decides its own calls).
 async fn report(svc: &TestService, turn: &str, epoch: i64, body: Value) -> Response {
-    fenced(
-        svc,
-        &format!("/v1/turns/{turn}/tool-calls"),
-        body,
-        turn,
-        epoch,
-    )
-    .await
+    let epoch = epoch.to_string();
+    let headers = [("PM-Turn-Id", turn), ("PM-Turn-Epoch", epoch.as_str())];
+    let path = format!("/v1/turns/{turn}/tool-calls");
+    crate::support::post_with(svc, Some(LLM), &path, &body, &headers).await
 }
 
 /// `POST …/tool-calls/{call}/{what}` with `token`.
@@ -232,7 +229,17 @@ async fn batch_approvals_and_resume(db: TestDb) {
     let unknown = on_call(&svc, ADMIN, &turn, "zz", "approve", json!({})).await;
     assert_refused(&unknown, 404, "tool_call_not_found");
     let llm_approves = on_call(&svc, LLM, &turn, "b", "approve", json!({})).await;
-    assert_eq!(llm_approves.status, 403, "{}", llm_approves.text);
+    assert_refused(&llm_approves, 403, "self_approval_forbidden");
+    let named = on_call(
+        &svc,
+        ADMIN,
+        &turn,
+        "b",
+        "approve",
+        json!({"approver": "bob"}),
+    )
+    .await;
+    assert_refused(&named, 422, "validation_failed");
     let service_status = on_call(
         &svc,
         LLM,
@@ -251,7 +258,7 @@ async fn batch_approvals_and_resume(db: TestDb) {
         &turn,
         "c",
         "approve",
-        json!({"approver": "bob"}),
+        json!({"comment": "checked the command"}),
     )
     .await;
     assert_eq!(c.status, 200, "{}", c.text);
@@ -263,8 +270,10 @@ async fn batch_approvals_and_resume(db: TestDb) {
     );
     assert_eq!(
         (c.json["state"].as_str(), c.json["approver"].as_str()),
-        (Some("executing"), Some("bob"))
+        (Some("executing"), Some("ingress"))
     );
+    assert_eq!(c.json["comment"], "checked the command");
+    assert_eq!(c.json["reported_by"], "llm");
     let b = on_call(&svc, ADMIN, &turn, "b", "approve", json!({})).await;
     assert_eq!(
         (b.json["state"].as_str(), b.json["approver"].as_str()),

@@ -90,6 +90,8 @@ async fn run(svc: &TestService, name: &str, token: &str, args: &[&str]) -> Strin
         .args(args)
         .env("PM_URL", &svc.base)
         .env("PM_TOKEN", token)
+        // The llm_service example sets its tool's policy with it (the others ignore it).
+        .env("PM_ADMIN_TOKEN", ADMIN)
         .env("RUST_LOG", "warn");
     let output = tokio::task::spawn_blocking(move || command.output())
         .await
@@ -159,6 +161,8 @@ async fn the_examples_do_what_they_say(db: TestDb) {
         "{out}"
     );
     assert!(out.contains("3 tool calls reported, 2 run"), "{out}");
+    // The calls waited because the example's policy says so: its worker asks for nothing.
+    assert!(out.contains("tool policy run-checks"), "{out}");
     assert!(out.contains("released 0 turn(s)"), "{out}");
     assert!(
         decided.contains("approved 2, denied 1 call(s); 0 decided elsewhere"),
@@ -167,8 +171,8 @@ async fn the_examples_do_what_they_say(db: TestDb) {
     let after_llm = log_len(&svc).await;
     assert_eq!(
         after_llm,
-        after_ingress + 3 * 5,
-        "per message: reply, checkpoint, task (its turn); started, completed (the task's turn)"
+        after_ingress + 1 + 3 * 5,
+        "the tool policy; per message: reply, checkpoint, task (its turn); started, completed (the task's turn)"
     );
     // Running the fleet again writes nothing: a completed turn is never claimable again.
     let again = run(&svc, "llm_service", LLM, &["--idle-secs", "2"]).await;
@@ -256,7 +260,9 @@ async fn the_examples_do_what_they_say(db: TestDb) {
         assert!(call.requires_approval);
         match call.state {
             ToolCallState::Success => {
-                assert_eq!(call.approver.as_deref(), Some("example-approver"));
+                // The approver example's token's principal, as the service signed it in.
+                assert_eq!(call.approver.as_deref(), Some("ingress"));
+                assert_eq!(call.policy.as_deref(), Some("run-checks"));
             }
             ToolCallState::Denied => {
                 assert!(call.arguments.to_string().contains("item 2"), "{call:?}");
@@ -302,6 +308,7 @@ async fn the_llm_fleet_releases_its_turns_on_ctrl_c(db: TestDb) {
         .args(["--workers", "2", "--think-ms", "60000"])
         .env("PM_URL", &svc.base)
         .env("PM_TOKEN", LLM)
+        .env("PM_ADMIN_TOKEN", ADMIN)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

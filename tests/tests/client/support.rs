@@ -40,6 +40,7 @@ pub fn config(db: &TestDb, bind: &str) -> Config {
     config.auth_tokens = pm_tests::all_tokens();
     config.db_pool_size = 8;
     config.log_poll_ms = 50;
+    config.tool_default_action = pm_tests::WORKER_DECIDES;
     config
 }
 

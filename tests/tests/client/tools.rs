@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use futures::TryStreamExt;
 use pm_client::{
-    codes, Client, EventContent, EventQuery, Executor, ToolBatch, ToolCall, ToolCallQuery,
-    ToolCallState, ToolCallView, ToolResult, ToolStatus, TurnState, Uuid,
+    codes, ApprovalNote, Client, EventContent, EventQuery, Executor, ToolBatch, ToolCall,
+    ToolCallQuery, ToolCallState, ToolCallView, ToolResult, ToolStatus, TurnState, Uuid,
 };
 use pm_tests::{on_both_backends, TestDb, ADMIN, INGRESS, LLM};
 use serde_json::json;
@@ -193,23 +193,29 @@ async fn calls_wait_for_approval_run_in_the_executor_and_resume_the_turn(db: Tes
         .follow();
     let first = waiting.try_next().await.expect("a call").expect("waiting");
     assert_eq!(first.call_id, "shell/1");
+    // The worker that reported the call never decides it.
+    let refused = llm
+        .approve_tool_call(turn_id, "shell/1", &ApprovalNote::default())
+        .await;
+    assert_eq!(
+        refused.expect_err("the reporter may not approve").code(),
+        Some(codes::SELF_APPROVAL_FORBIDDEN)
+    );
+    let note = ApprovalNote::default().with_comment("read the command");
     let approved = approvals
-        .approve(&first, Some("alice"))
+        .approve(&first, &note)
         .await
         .expect("approved")
         .expect("it waited");
     assert_eq!(approved.state, ToolCallState::Executing);
-    assert_eq!(approved.approver.as_deref(), Some("alice"));
+    // The approver is who is signed in, never a name the request chose.
+    assert_eq!(approved.approver.as_deref(), Some("ingress"));
+    assert_eq!(approved.comment.as_deref(), Some("read the command"));
     let twice = approvals
-        .approve(&first, Some("bob"))
+        .approve(&first, &ApprovalNote::default())
         .await
         .expect("an answer");
     assert!(twice.is_none(), "decided already: {twice:?}");
-    let refused = llm.approve_tool_call(turn_id, "shell/1", None).await;
-    assert_eq!(
-        refused.expect_err("llm may not approve").code(),
-        Some(codes::FORBIDDEN)
-    );
 
     let shell = call_when(&llm, turn_id, "shell/1", |c| c.result.is_some()).await;
     assert_eq!(shell.state, ToolCallState::Success);
@@ -259,7 +265,7 @@ async fn calls_wait_for_approval_run_in_the_executor_and_resume_the_turn(db: Tes
         .iter()
         .all(|c| c.result.as_ref().map(|r| r.status) == Some(ToolStatus::Success)));
     let shell = resumed.context().tool_call("shell/1").expect("the call");
-    assert_eq!(shell.approver.as_deref(), Some("alice"));
+    assert_eq!(shell.approver.as_deref(), Some("ingress"));
     let done = answer(resumed, ai).await;
     let row = admin.at(done).turn(turn_id).await.expect("turn");
     assert_eq!((row.state, row.claims), (TurnState::Completed, 2));
@@ -299,7 +305,11 @@ async fn a_denied_call_resumes_the_turn_with_the_reason(db: TestDb) {
     let waiting = approvals.pending().await.expect("pending");
     assert_eq!(ids(&waiting), ["rm"]);
     let denied = approvals
-        .deny(&waiting[0], Some("destructive command"))
+        .deny(
+            &waiting[0],
+            Some("destructive command"),
+            &ApprovalNote::default(),
+        )
         .await
         .expect("denied")
         .expect("it waited");
@@ -309,7 +319,7 @@ async fn a_denied_call_resumes_the_turn_with_the_reason(db: TestDb) {
     assert_eq!(result.reason.as_deref(), Some("destructive command"));
     // Decided: neither approvable nor executable any more.
     assert!(approvals
-        .approve(&waiting[0], None)
+        .approve(&waiting[0], &ApprovalNote::default())
         .await
         .expect("an answer")
         .is_none());

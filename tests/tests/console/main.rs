@@ -54,6 +54,7 @@ async fn serve(db: &TestDb, port: u16) -> TestService {
     config.auth_tokens = all_tokens();
     config.db_pool_size = 8;
     config.log_poll_ms = 50;
+    config.tool_default_action = pm_tests::WORKER_DECIDES;
     TestService::start_with(config).await
 }
 

@@ -186,8 +186,8 @@ fn given_a_fixed_conversation_then_its_snapshot_bytes_are_the_pinned_ones_of_thi
     assert_eq!(
         (FORMAT, digest.as_str()),
         (
-            2,
-            "2c11dec7c48c107ce11b986b99672df9708eece43d69f7e9309e6c67aa98cac3"
+            3,
+            "b87b7226d8a2f9541a2d2adb04a1a5413bdbef03beb64ce1fdcc0f06dcab0b7f"
         ),
         "the snapshot encoding changed: bump snapshot::FORMAT and pin the new digest"
     );

@@ -9,7 +9,8 @@ use uuid::Uuid;
 use super::Step;
 use crate::saga::ids;
 use crate::saga::input::{
-    TOOL_CALL_EXISTS, TOOL_CALL_NOT_AWAITING_APPROVAL, TOOL_CALL_NOT_EXECUTING, TOOL_CALL_TERMINAL,
+    APPROVER_FORBIDDEN, SELF_APPROVAL_FORBIDDEN, TOOL_CALL_EXISTS, TOOL_CALL_NOT_AWAITING_APPROVAL,
+    TOOL_CALL_NOT_EXECUTING, TOOL_CALL_TERMINAL,
 };
 use crate::saga::rune::tool::{
     ApprovalRequested, ToolApproved, ToolCalled, ToolDenied, ToolProgress, ToolResult, ToolRune,
@@ -17,7 +18,10 @@ use crate::saga::rune::tool::{
 use crate::saga::rune::turn::{ToolCallsReceived, ToolSummary, ToolsFinished, TurnRune};
 use crate::saga::rune::Instance;
 use crate::saga::types::{ToolCallState, ToolStatus, TurnState};
-use crate::saga::{ControlError, Deadline, DeadlineKind, NewToolCall, ToolCall, ToolOp, Turn};
+use crate::saga::{
+    ControlError, Deadline, DeadlineKind, Decision, NewToolCall, ToolCall, ToolOp, Turn,
+};
+use crate::tool_policy::{Applied, PolicyRules, Undecidable, Verdict, DEFAULT_POLICY};
 
 /// `tool.result`'s `reason` when nobody approved in time.
 pub(crate) const APPROVAL_TIMEOUT: &str = "approval_timeout";
@@ -28,13 +32,16 @@ pub(crate) const RESUME_DEADLINE: &str = "resume_deadline";
 
 impl Step<'_> {
     /// `POST /v1/turns/{id}/tool-calls`: the same batch again changes nothing; a used
-    /// `call_id` is refused; otherwise the claim must hold the turn, which suspends.
+    /// `call_id` is refused; otherwise the claim must hold the turn, which suspends, and
+    /// each call goes as its tool policy says.
     pub(super) fn report_calls(
         &mut self,
         turn: &Turn,
         turn_epoch: i64,
         calls: Vec<NewToolCall>,
         resume_deadline: Option<Duration>,
+        rules: &PolicyRules,
+        reporter: &str,
     ) -> Result<(), ControlError> {
         let turn_id = turn.id().ok_or(ControlError::TurnNotFound)?;
         let known: Vec<Option<&ToolCall>> = calls
@@ -42,11 +49,14 @@ impl Step<'_> {
             .map(|c| self.s.tool_call(turn_id, &c.call_id))
             .collect();
         if !calls.is_empty() && known.iter().all(Option::is_some) {
+            // The same calls again: a worker asking for approval where its call runs
+            // unapproved asks for something else; the other way round its policy already
+            // asked for more care than it does now.
             let same = calls.iter().zip(&known).all(|(new, old)| {
                 old.is_some_and(|old| {
                     old.tool_name() == new.tool_name
                         && *old.arguments() == new.arguments
-                        && old.requires_approval() == new.requires_approval
+                        && (old.requires_approval() || !new.requires_approval)
                         && old.timeout_ms() == new.timeout_ms
                 })
             });
@@ -70,8 +80,23 @@ impl Step<'_> {
         // While suspended the calls' own deadlines bound the turn; the watchdog is armed
         // again when it resumes.
         self.disarm(Instance::Turn(turn_id), DeadlineKind::TurnTimeout);
+        // Denials end their calls only once the whole batch is called: the last result
+        // of a batch resumes the turn, which must not happen before its other calls exist.
+        let mut denials = Vec::new();
         for call in calls {
-            self.call(turn_id, call);
+            let applied = rules.decide(&call.tool_name);
+            denials.extend(self.call(turn_id, call, &applied, reporter));
+        }
+        for (id, call_id, reason) in denials {
+            let denied = ToolDenied {
+                call_id: call_id.clone(),
+                reason: reason.clone(),
+                approver: None,
+                on_behalf_of: None,
+                comment: None,
+            };
+            self.tool(id, ToolRune::Denied(denied));
+            self.end_call(id, call_id, ToolStatus::Denied, Some(reason));
         }
         if let Some(after) = resume_deadline {
             let batch = self.s.turns().get(&turn_id).map_or(0, Turn::batches);
@@ -85,10 +110,20 @@ impl Step<'_> {
         Ok(())
     }
 
-    /// `tool.call` (+ `tool.approval_requested`), with the deadline of its first wait.
-    fn call(&mut self, turn_id: Uuid, call: NewToolCall) {
+    /// `tool.call` under its policy, then as the policy's verdict says: executing (its
+    /// execution deadline armed) or `tool.approval_requested` (its approval deadline
+    /// armed); a denied call is answered (its id, `call_id` and reason) for the caller to
+    /// end once the batch is called.
+    fn call(
+        &mut self,
+        turn_id: Uuid,
+        call: NewToolCall,
+        applied: &Applied,
+        reporter: &str,
+    ) -> Option<(Uuid, String, String)> {
         let id = ids::tool_call_id(turn_id, &call.call_id);
         let call_id = call.call_id.clone();
+        let verdict = applied.verdict(call.requires_approval, call.policy_reason);
         self.tool(
             id,
             ToolRune::Call(ToolCalled {
@@ -96,24 +131,28 @@ impl Step<'_> {
                 tool_name: call.tool_name,
                 arguments: call.arguments,
                 turn_id,
-                requires_approval: call.requires_approval,
+                requires_approval: matches!(verdict, Verdict::Approve { .. }),
                 timeout_ms: call.timeout_ms,
+                policy: Some(applied.policy.clone()),
+                action: Some(applied.action),
+                reported_by: Some(reporter.to_string()),
             }),
         );
-        if call.requires_approval {
-            let policy_reason = call.policy_reason;
-            self.tool(
-                id,
-                ToolRune::ApprovalRequested(ApprovalRequested {
+        match verdict {
+            Verdict::Run => self.arm_execution(id),
+            Verdict::Approve { reason, approvers } => {
+                let requested = ApprovalRequested {
                     call_id,
-                    policy_reason,
-                }),
-            );
-            let after = self.config.tool_approval_timeout;
-            self.arm(Instance::ToolCall(id), DeadlineKind::ToolApproval, after, 0);
-        } else {
-            self.arm_execution(id);
+                    policy_reason: reason,
+                    approvers: Some(approvers),
+                };
+                self.tool(id, ToolRune::ApprovalRequested(requested));
+                let after = self.config.tool_approval_timeout;
+                self.arm(Instance::ToolCall(id), DeadlineKind::ToolApproval, after, 0);
+            }
+            Verdict::Deny { reason } => return Some((id, call_id, reason)),
         }
+        None
     }
 
     fn arm_execution(&mut self, id: Uuid) {
@@ -152,28 +191,38 @@ impl Step<'_> {
         };
         let call_id = call_id.to_string();
         match op {
-            ToolOp::Approve { approver } => {
+            ToolOp::Approve { decision } => {
                 if state != ToolCallState::AwaitingApproval {
                     return refuse(
                         TOOL_CALL_NOT_AWAITING_APPROVAL,
                         "only a waiting call is approved",
                     );
                 }
-                let approved = ToolApproved { call_id, approver };
+                may_decide(&call, &decision)?;
+                let approved = ToolApproved {
+                    call_id,
+                    approver: decision.by.name,
+                    on_behalf_of: decision.on_behalf_of,
+                    comment: decision.comment,
+                };
                 self.tool(id, ToolRune::Approved(approved));
                 self.disarm(Instance::ToolCall(id), DeadlineKind::ToolApproval);
                 self.arm_execution(id);
             }
-            ToolOp::Deny { reason } => {
+            ToolOp::Deny { reason, decision } => {
                 if state != ToolCallState::AwaitingApproval {
                     return refuse(
                         TOOL_CALL_NOT_AWAITING_APPROVAL,
                         "only a waiting call is denied",
                     );
                 }
+                may_decide(&call, &decision)?;
                 let denied = ToolDenied {
                     call_id: call_id.clone(),
                     reason: reason.clone(),
+                    approver: Some(decision.by.name),
+                    on_behalf_of: decision.on_behalf_of,
+                    comment: decision.comment,
                 };
                 self.tool(id, ToolRune::Denied(denied));
                 self.end_call(id, call_id, ToolStatus::Denied, Some(reason));
@@ -330,4 +379,34 @@ impl Step<'_> {
             _ => {}
         }
     }
+}
+
+/// Whether the decision's principal may approve or deny `call` (TRUST.md "Approvals").
+fn may_decide(call: &ToolCall, decision: &Decision) -> Result<(), ControlError> {
+    let call_id = call.call_id().unwrap_or_default();
+    decision
+        .by
+        .may_decide(call.reported_by(), &call.approvers())
+        .map_err(|why| match why {
+            Undecidable::Reporter => ControlError::Forbidden {
+                code: SELF_APPROVAL_FORBIDDEN,
+                detail: format!(
+                    "{} reported call {call_id}: another approver decides it",
+                    decision.by.name
+                ),
+            },
+            Undecidable::NotAnApprover => ControlError::Forbidden {
+                code: APPROVER_FORBIDDEN,
+                detail: format!(
+                    "call {call_id}'s policy ({}) lets {} decide it, not {}",
+                    call.policy().unwrap_or(DEFAULT_POLICY),
+                    call.approvers()
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    decision.by.name
+                ),
+            },
+        })
 }

@@ -91,7 +91,9 @@ impl Step<'_> {
                 turn_epoch,
                 calls,
                 resume_deadline,
-            } => self.report_calls(&turn, turn_epoch, calls, resume_deadline),
+                rules,
+                reporter,
+            } => self.report_calls(&turn, turn_epoch, calls, resume_deadline, &rules, &reporter),
             WorkerOp::Tool { call_id, op } => self.tool_op(turn_id, &call_id, op),
         }
     }

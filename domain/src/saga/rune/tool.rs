@@ -7,6 +7,7 @@ use uuid::Uuid;
 
 use super::{rune_event, SagaAnomaly};
 use crate::saga::types::{ToolStatus, ToolStream};
+use crate::tool_policy::{Approver, PolicyAction};
 
 /// The names of the tool runes.
 pub mod names {
@@ -25,11 +26,14 @@ pub mod names {
     pub const TOOL_RESULT: &str = "tool.result";
 }
 
-/// `tool.call` {call_id, tool_name, arguments, turn_id, requires_approval, timeout_ms}.
+/// `tool.call` {call_id, tool_name, arguments, turn_id, requires_approval, timeout_ms,
+/// policy, action, reported_by}.
 ///
-/// `turn_id` is WORKERS.md's; `requires_approval` and `timeout_ms` are additions: the
-/// call's machine and its execution deadline are folded from its own runes, and the
-/// request fields they come from would otherwise be lost at approval time.
+/// `turn_id` is WORKERS.md's and `policy` TRUST.md's; `requires_approval`, `timeout_ms`,
+/// `action` and `reported_by` are additions: the call's machine, its execution deadline
+/// and who may decide it are folded from its own runes, and the request they come from
+/// would otherwise be lost at approval time. Calls written before policies existed have
+/// no `policy`, `action` or `reported_by`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolCalled {
@@ -47,29 +51,51 @@ pub struct ToolCalled {
     /// Its own execution timeout, when the worker gave one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+    /// The tool policy applied: its name, or `default`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+    /// That policy's action (`deny`: the call ends at once, `denied`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<PolicyAction>,
+    /// The principal that reported the call (it never decides it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reported_by: Option<String>,
 }
 
-/// `tool.approval_requested` {call_id, policy_reason}.
+/// `tool.approval_requested` {call_id, policy_reason, approvers}.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ApprovalRequested {
     /// The call.
     pub call_id: String,
-    /// Why the policy asks a person (the worker's words), if it said.
+    /// Why a person is asked: the policy's reason (or name), or the worker's words when
+    /// the policy let it ask.
     pub policy_reason: Option<String>,
+    /// Who may decide, fixed when the call was reported (a policy changed later does not
+    /// move a waiting call); absent on calls written before policies: roles `admin` and
+    /// `ingress`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approvers: Option<Vec<Approver>>,
 }
 
-/// `tool.approved` {call_id, approver}.
+/// `tool.approved` {call_id, approver, on_behalf_of, comment}.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolApproved {
     /// The call.
     pub call_id: String,
-    /// Who approved it.
+    /// The signed-in principal that approved it.
     pub approver: String,
+    /// The `human` actor whose decision the approver relayed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_behalf_of: Option<Uuid>,
+    /// The approver's comment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
 }
 
-/// `tool.denied` {call_id, reason}.
+/// `tool.denied` {call_id, reason, approver, on_behalf_of, comment}: `approver` absent when
+/// the call's policy denied it (`reason` `policy:<name>`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolDenied {
@@ -77,6 +103,15 @@ pub struct ToolDenied {
     pub call_id: String,
     /// Why.
     pub reason: String,
+    /// The signed-in principal that denied it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approver: Option<String>,
+    /// The `human` actor whose decision the approver relayed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_behalf_of: Option<Uuid>,
+    /// The approver's comment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
 }
 
 /// `tool.progress` {call_id, stream, chunk}.

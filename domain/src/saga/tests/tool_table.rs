@@ -12,6 +12,7 @@ use super::support::*;
 use crate::saga::rune::tool::ToolRune;
 use crate::saga::rune::turn::{ToolSummary, TurnRune};
 use crate::saga::*;
+use crate::tool_policy::{Decider, PolicyAction, PolicyRules};
 use crate::types::CheckpointType as C;
 
 /// A call that runs at once (`requires_approval` false) or waits for an approver.
@@ -26,11 +27,39 @@ fn call(call_id: &str, approval: bool) -> NewToolCall {
     }
 }
 
+/// No tool policy, and a default that lets the worker's `requires_approval` decide: the
+/// machine's own rows (policies have their table, `policy_table.rs`).
+pub(super) fn worker_decides() -> PolicyRules {
+    PolicyRules {
+        policies: Vec::new().into(),
+        organization: None,
+        default_action: PolicyAction::Allow,
+    }
+}
+
+/// The principal that reports the batches of these tests.
+pub(super) const REPORTER: &str = "worker-1";
+
 fn batch(turn_epoch: i64, calls: Vec<NewToolCall>) -> WorkerOp {
     WorkerOp::ToolCalls {
         turn_epoch,
         calls,
         resume_deadline: None,
+        rules: worker_decides(),
+        reporter: REPORTER.into(),
+    }
+}
+
+/// An approver of every call: admin `alice`.
+pub(super) fn alice() -> Decision {
+    Decision {
+        by: Decider {
+            name: "alice".into(),
+            roles: vec!["admin".into()],
+            open_mode: false,
+        },
+        on_behalf_of: None,
+        comment: None,
     }
 }
 
@@ -42,12 +71,7 @@ fn op(call_id: &str, op: ToolOp) -> WorkerOp {
 }
 
 fn approve(call_id: &str) -> WorkerOp {
-    op(
-        call_id,
-        ToolOp::Approve {
-            approver: "alice".into(),
-        },
-    )
+    op(call_id, ToolOp::Approve { decision: alice() })
 }
 
 fn deny(call_id: &str) -> WorkerOp {
@@ -55,6 +79,7 @@ fn deny(call_id: &str) -> WorkerOp {
         call_id,
         ToolOp::Deny {
             reason: "not on prod".into(),
+            decision: alice(),
         },
     )
 }
@@ -414,6 +439,8 @@ fn given_a_batch_with_a_resume_deadline_when_it_passes_then_every_open_call_time
         turn_epoch: epoch,
         calls,
         resume_deadline: Some(Duration::seconds(45)),
+        rules: worker_decides(),
+        reporter: REPORTER.into(),
     };
     w.request(turn, report).expect("reported");
     w.request(turn, result("c", ToolStatus::Success))
@@ -589,6 +616,8 @@ proptest! {
                             turn_epoch: epoch,
                             calls,
                             resume_deadline: Some(Duration::seconds(60)),
+                            rules: worker_decides(),
+                            reporter: REPORTER.into(),
                         })
                     }
                     None => Ok(Outcome::default()),

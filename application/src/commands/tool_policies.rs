@@ -1,0 +1,98 @@
+//! `PUT` and `DELETE /v1/tool-policies/{name}` (TRUST.md "Tool policies"): one policy
+//! stream per name, its facts written through the bus like every other command's.
+
+use pm_domain::tool_policy::{
+    policy_id, Approver, PolicyAction, SetToolPolicy, ToolPolicy, ToolPolicyCommand,
+    ToolPolicyEvent, ToolPolicyRemoved, ToolPolicySet,
+};
+use serde::{Deserialize, Serialize};
+
+use super::{expect, CommandStore, Commands};
+use crate::bus::{CommandContext, Load, Outcome};
+use crate::AppError;
+
+/// Body of `PUT /v1/tool-policies/{name}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ToolPolicyInput {
+    /// A glob over tool names (`*` any run of characters, `?` one), 1–200 characters.
+    pub tools: String,
+    /// `allow`, `require_approval` or `deny`.
+    pub action: PolicyAction,
+    /// Who may approve (`require_approval` only): principal names and `role:<role>`;
+    /// absent, roles `admin` and `ingress`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Vec<String>>))]
+    pub approvers: Option<Vec<Approver>>,
+    /// The organizations whose conversations it governs; absent, every conversation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub organizations: Option<Vec<String>>,
+    /// Shown to approvers as the call's `policy_reason` (default: the policy's name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl<S: CommandStore> Commands<S> {
+    /// `project_manager.tool_policy.set`, unless the policy in force says the same.
+    ///
+    /// # Errors
+    /// [`AppError::Domain`] naming a field that breaks its rule; see
+    /// [`crate::bus::CommandBus::execute`].
+    pub async fn set_tool_policy(
+        &self,
+        name: &str,
+        input: ToolPolicyInput,
+        ctx: &CommandContext,
+    ) -> Result<Outcome<ToolPolicySet>, AppError> {
+        let now = self.clock.now();
+        let set = SetToolPolicy::new(
+            name,
+            input.tools,
+            input.action,
+            input.approvers,
+            input.organizations,
+            input.reason,
+            now,
+        )
+        .map_err(|(field, reason)| pm_domain::DomainError::validation(field, reason))?;
+        let outcome = self
+            .bus
+            .execute::<ToolPolicy>(
+                policy_id(name),
+                Load::Read,
+                ToolPolicyCommand::Set(set),
+                ctx,
+                now,
+            )
+            .await?;
+        expect(outcome, |e| match e {
+            ToolPolicyEvent::Set(fact) => Some(fact),
+            ToolPolicyEvent::Removed(_) => None,
+        })
+    }
+
+    /// `project_manager.tool_policy.removed`.
+    ///
+    /// # Errors
+    /// [`AppError::Domain`] (`ToolPolicyNotFound`) when none is in force under `name`.
+    pub async fn remove_tool_policy(
+        &self,
+        name: &str,
+        ctx: &CommandContext,
+    ) -> Result<Outcome<ToolPolicyRemoved>, AppError> {
+        let now = self.clock.now();
+        let remove = ToolPolicyCommand::Remove {
+            name: name.to_string(),
+            now,
+        };
+        let outcome = self
+            .bus
+            .execute::<ToolPolicy>(policy_id(name), Load::Read, remove, ctx, now)
+            .await?;
+        expect(outcome, |e| match e {
+            ToolPolicyEvent::Removed(fact) => Some(fact),
+            ToolPolicyEvent::Set(_) => None,
+        })
+    }
+}
