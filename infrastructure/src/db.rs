@@ -144,6 +144,34 @@ impl Database {
         Ok(())
     }
 
+    /// Brings the schema to what an earlier release made: the migrations numbered below
+    /// `version` (this store's numbering). For the tests that a database of that release
+    /// migrates in place.
+    ///
+    /// # Errors
+    /// [`DbError::Migrate`] when a migration fails.
+    #[doc(hidden)]
+    pub async fn migrate_before(&self, version: i64) -> Result<(), DbError> {
+        fn older(mut m: sqlx::migrate::Migrator, version: i64) -> sqlx::migrate::Migrator {
+            let kept = m.migrations.iter().filter(|m| m.version < version).cloned();
+            m.migrations = std::borrow::Cow::Owned(kept.collect());
+            m
+        }
+        match self {
+            Self::Postgres(pool) => {
+                older(sqlx::migrate!("migrations/postgres"), version)
+                    .run(pool)
+                    .await?;
+            }
+            Self::Sqlite(pool) => {
+                older(sqlx::migrate!("migrations/sqlite"), version)
+                    .run(pool)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
     /// Checks the database answers.
     ///
     /// # Errors
