@@ -191,6 +191,7 @@ fn ctx() -> CommandContext {
         role: "test".into(),
         principal: "test".into(),
         scope: crate::scope::Scope::All,
+        voice: crate::speaker::Voice::anyone(),
         idempotency_key: None,
         turn: None,
         ends: None,
