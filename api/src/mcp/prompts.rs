@@ -107,7 +107,7 @@ fn render(c: &Context<'_>) -> String {
     let conversation_id = str_of(c.turn, "conversation_id");
     let kind = c.turn["kind"].as_str().unwrap_or("conversation");
     let mut text = format!(
-        "You are working turn {turn_id} ({kind} turn) of conversation {conversation_id}.\n\n{}\n\n",
+        "You are working turn {turn_id} ({kind} turn) of the conversation {conversation_id}.\n\n{}\n\n",
         quote::PREAMBLE
     );
     let started_by = Author::Source("the service that started the conversation");
