@@ -291,6 +291,11 @@ impl From<AppError> for ApiError {
                     }
                 }
             }
+            AppError::ActorForbidden(refused) => Self::new(
+                StatusCode::FORBIDDEN,
+                "actor_forbidden",
+                refused.to_string(),
+            ),
             AppError::Unavailable(cause) => Self::unavailable(cause),
             AppError::Internal(cause) => Self::internal(cause),
         }

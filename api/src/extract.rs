@@ -216,6 +216,7 @@ impl FromRequestParts<AppState> for Ctx {
             role: caller.principal().role_label(),
             principal: caller.principal().name().to_string(),
             scope: caller.principal().organizations().clone(),
+            voice: caller.principal().voice(),
             idempotency_key,
             turn,
             ends: None,

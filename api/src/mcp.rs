@@ -9,6 +9,7 @@
 //! carrying the problem — never a protocol error.
 
 pub mod prompts;
+pub mod quote;
 pub mod resources;
 pub mod tools;
 

@@ -164,6 +164,8 @@ pub struct CommandContext {
     pub principal: String,
     /// The organizations the caller may write in (TRUST.md "Organizations").
     pub scope: crate::scope::Scope,
+    /// The actors the caller may speak as (TRUST.md "Who a principal may speak for").
+    pub voice: crate::speaker::Voice,
     /// The request's `Idempotency-Key`, if it has one: written or completed by the
     /// command's append.
     pub idempotency_key: Option<IdempotencyKey>,
@@ -242,6 +244,12 @@ impl<S> CommandBus<S> {
     /// The store.
     pub fn store(&self) -> &S {
         &self.store
+    }
+
+    /// The services the aggregates get (use cases read cross-aggregate facts with them
+    /// before running a command, e.g. who may speak as an actor).
+    pub fn services(&self) -> &Services {
+        &self.services
     }
 
     /// Handles `command` on aggregate `id` and commits what it emits. The outcome's entity

@@ -348,10 +348,11 @@ impl<S: CommandStore> Commands<S> {
         })
     }
 
-    /// `MessageAdded`.
+    /// `MessageAdded`, once the caller may speak as its `actor_id`
+    /// ([`crate::speaker::may_speak_as`]).
     ///
     /// # Errors
-    /// See [`CommandBus::execute`].
+    /// [`AppError::ActorForbidden`] (nothing written); see [`CommandBus::execute`].
     #[tracing::instrument(skip_all, fields(role = %ctx.role, correlation_id = %ctx.correlation_id))]
     pub async fn add_message(
         &self,
@@ -359,6 +360,7 @@ impl<S: CommandStore> Commands<S> {
         input: AddMessageInput,
         ctx: &CommandContext,
     ) -> Result<Outcome<MessageAdded>, AppError> {
+        crate::speaker::require_voice(&*self.bus.services().lookup, input.actor_id, ctx).await?;
         let id = input
             .external_identity
             .as_ref()

@@ -41,6 +41,10 @@ pub enum AppError {
     /// "Organizations"); nothing was written.
     #[error(transparent)]
     StartRefused(#[from] crate::scope::StartRefused),
+    /// The caller may not speak as the actor the command names (TRUST.md "Who a
+    /// principal may speak for"); nothing was written.
+    #[error(transparent)]
+    ActorForbidden(#[from] crate::speaker::SpeakRefused),
     /// The store could not be reached; the command may be retried.
     #[error("store unavailable: {0}")]
     Unavailable(String),

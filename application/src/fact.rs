@@ -106,7 +106,7 @@ impl Fact {
     /// entity.
     pub fn lookup_entity(&self) -> Option<Entity> {
         match self {
-            Self::ActorRegistered(_) => Some(Entity::Actor),
+            Self::ActorRegistered(a) => Some(Entity::Actor(a.kind)),
             Self::ConversationStarted(_) => Some(Entity::Conversation),
             Self::ConversationCheckpointCreated(c) => Some(Entity::Checkpoint(CheckpointInfo {
                 conversation_id: c.conversation_id,

@@ -35,6 +35,7 @@ pub mod read_model;
 pub mod sagas;
 pub mod scope;
 pub mod slots;
+pub mod speaker;
 pub mod views;
 pub mod webhooks;
 pub mod workers;

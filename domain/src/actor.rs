@@ -127,7 +127,7 @@ impl PmAggregate for Actor {
     fn lookup_entity(&self) -> Option<crate::lookup::Entity> {
         self.registered
             .as_ref()
-            .map(|_| crate::lookup::Entity::Actor)
+            .map(|fact| crate::lookup::Entity::Actor(fact.kind))
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use uuid::Uuid;
 
-use crate::types::CheckpointType;
+use crate::types::{ActorKind, CheckpointType};
 
 /// What a task precondition needs to know about a conversation checkpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,14 +25,23 @@ pub struct TaskInfo {
     pub conversation_id: Uuid,
 }
 
+/// What a fenced command needs to know about its turn (TRUST.md "Who a principal may
+/// speak for": a fenced command speaks only as the actor the turn's agent acts for).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TurnInfo {
+    /// The actor the turn's agent acts for; `None` for a root agent without an `ai`
+    /// actor, which speaks for nobody.
+    pub actor_id: Option<Uuid>,
+}
+
 /// What a created entity tells the cross-aggregate preconditions of other commands.
 /// Entities never change once created, so this stays true forever.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Entity {
     /// A started conversation.
     Conversation,
-    /// A registered actor.
-    Actor,
+    /// A registered actor, of its kind (who may speak as it depends on it).
+    Actor(ActorKind),
     /// A conversation checkpoint.
     Checkpoint(CheckpointInfo),
     /// A task.
@@ -45,7 +54,7 @@ impl Entity {
         use cqrs_es::Aggregate;
         match self {
             Self::Conversation => crate::conversation::Conversation::TYPE,
-            Self::Actor => crate::actor::Actor::TYPE,
+            Self::Actor(_) => crate::actor::Actor::TYPE,
             Self::Checkpoint(_) => crate::checkpoint::ConversationCheckpoint::TYPE,
             Self::Task(_) => crate::task::Task::TYPE,
         }
@@ -66,12 +75,19 @@ pub struct LookupError(pub String);
 pub trait Lookup: Send + Sync {
     /// Whether a conversation with this id has started.
     async fn conversation_exists(&self, id: Uuid) -> Result<bool, LookupError>;
+    /// The kind of the registered actor with this id, if any.
+    async fn actor_kind(&self, id: Uuid) -> Result<Option<ActorKind>, LookupError>;
     /// Whether an actor with this id is registered.
-    async fn actor_exists(&self, id: Uuid) -> Result<bool, LookupError>;
+    async fn actor_exists(&self, id: Uuid) -> Result<bool, LookupError> {
+        Ok(self.actor_kind(id).await?.is_some())
+    }
     /// The conversation checkpoint with this id, if any.
     async fn checkpoint(&self, id: Uuid) -> Result<Option<CheckpointInfo>, LookupError>;
     /// The task with this id, if any.
     async fn task(&self, id: Uuid) -> Result<Option<TaskInfo>, LookupError>;
+    /// The turn with this id, if any (a turn's agent, and the actor it acts for, never
+    /// change once the turn exists).
+    async fn turn(&self, id: Uuid) -> Result<Option<TurnInfo>, LookupError>;
 }
 
 /// The services every aggregate's `handle` receives.

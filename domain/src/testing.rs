@@ -7,16 +7,18 @@ use async_trait::async_trait;
 use chrono::{DateTime, TimeZone, Utc};
 use uuid::Uuid;
 
-use crate::types::CheckpointType;
+use crate::lookup::TurnInfo;
+use crate::types::{ActorKind, CheckpointType};
 use crate::{CheckpointInfo, Lookup, LookupError, Services, TaskInfo};
 
 /// An in-memory lookup: what other aggregates exist, as a test's "given".
 #[derive(Debug, Default, Clone)]
 pub struct FakeLookup {
     pub conversations: HashSet<Uuid>,
-    pub actors: HashSet<Uuid>,
+    pub actors: HashMap<Uuid, ActorKind>,
     pub checkpoints: HashMap<Uuid, CheckpointInfo>,
     pub tasks: HashMap<Uuid, TaskInfo>,
+    pub turns: HashMap<Uuid, TurnInfo>,
     /// When set, every lookup fails (the store is unreachable).
     pub broken: bool,
 }
@@ -26,8 +28,12 @@ impl FakeLookup {
         self.conversations.insert(id);
         self
     }
-    pub fn with_actor(mut self, id: Uuid) -> Self {
-        self.actors.insert(id);
+    /// A registered `human` actor.
+    pub fn with_actor(self, id: Uuid) -> Self {
+        self.with_actor_of_kind(id, ActorKind::Human)
+    }
+    pub fn with_actor_of_kind(mut self, id: Uuid, kind: ActorKind) -> Self {
+        self.actors.insert(id, kind);
         self
     }
     pub fn with_checkpoint(mut self, id: Uuid, conversation_id: Uuid, t: CheckpointType) -> Self {
@@ -68,9 +74,9 @@ impl Lookup for FakeLookup {
         self.check()?;
         Ok(self.conversations.contains(&id))
     }
-    async fn actor_exists(&self, id: Uuid) -> Result<bool, LookupError> {
+    async fn actor_kind(&self, id: Uuid) -> Result<Option<ActorKind>, LookupError> {
         self.check()?;
-        Ok(self.actors.contains(&id))
+        Ok(self.actors.get(&id).copied())
     }
     async fn checkpoint(&self, id: Uuid) -> Result<Option<CheckpointInfo>, LookupError> {
         self.check()?;
@@ -79,6 +85,10 @@ impl Lookup for FakeLookup {
     async fn task(&self, id: Uuid) -> Result<Option<TaskInfo>, LookupError> {
         self.check()?;
         Ok(self.tasks.get(&id).copied())
+    }
+    async fn turn(&self, id: Uuid) -> Result<Option<TurnInfo>, LookupError> {
+        self.check()?;
+        Ok(self.turns.get(&id).copied())
     }
 }
 

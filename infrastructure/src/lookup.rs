@@ -2,7 +2,8 @@
 //! first event of its stream, so every lookup is one primary-key read of `sequence = 1`.
 //! Entities never change or disappear once created, so positive answers are remembered
 //! (bounded) and only "does not exist" goes to the database every time — a command still
-//! sees every command acknowledged before it.
+//! sees every command acknowledged before it. A turn's actor (for who a fenced command may
+//! speak as) is read from the saga rows, which commit with the runes they derive from.
 
 use std::sync::Arc;
 
@@ -12,7 +13,9 @@ use pm_application::fact::Fact;
 use pm_domain::actor::Actor;
 use pm_domain::checkpoint::ConversationCheckpoint;
 use pm_domain::conversation::Conversation;
+use pm_domain::lookup::TurnInfo;
 use pm_domain::task::Task;
+use pm_domain::types::ActorKind;
 use pm_domain::{CheckpointInfo, Entity, Lookup, LookupError, TaskInfo};
 use serde_json::Value;
 use uuid::Uuid;
@@ -51,12 +54,24 @@ impl KnownEntities {
 pub struct StoreLookup {
     db: Database,
     known: Arc<KnownEntities>,
+    turns: Arc<quick_cache::sync::Cache<Uuid, TurnInfo>>,
 }
+
+/// How many turns' actors are remembered.
+const TURNS_REMEMBERED: usize = 10_000;
+
+/// The actor of a turn's agent (`$1` turn); no row when the turn does not exist.
+const TURN_ACTOR: &str = "SELECT a.actor_id::text AS actor_id FROM saga_turns t \
+     JOIN saga_agents a ON a.id = t.agent_id WHERE t.id = $1::uuid";
 
 impl StoreLookup {
     /// A lookup reading `db`, remembering in `known`.
     pub fn new(db: Database, known: Arc<KnownEntities>) -> Self {
-        Self { db, known }
+        Self {
+            db,
+            known,
+            turns: Arc::new(quick_cache::sync::Cache::new(TURNS_REMEMBERED)),
+        }
     }
 
     async fn find(
@@ -106,11 +121,11 @@ impl Lookup for StoreLookup {
         ))
     }
 
-    async fn actor_exists(&self, id: Uuid) -> Result<bool, LookupError> {
-        Ok(matches!(
-            self.find(Actor::TYPE, id).await?,
-            Some(Entity::Actor)
-        ))
+    async fn actor_kind(&self, id: Uuid) -> Result<Option<ActorKind>, LookupError> {
+        Ok(match self.find(Actor::TYPE, id).await? {
+            Some(Entity::Actor(kind)) => Some(kind),
+            _ => None,
+        })
     }
 
     async fn checkpoint(&self, id: Uuid) -> Result<Option<CheckpointInfo>, LookupError> {
@@ -125,5 +140,25 @@ impl Lookup for StoreLookup {
             Some(Entity::Task(info)) => Some(info),
             _ => None,
         })
+    }
+
+    async fn turn(&self, id: Uuid) -> Result<Option<TurnInfo>, LookupError> {
+        if let Some(known) = self.turns.get(&id) {
+            return Ok(Some(known));
+        }
+        let row = self
+            .db
+            .fetch_optional(TURN_ACTOR, Args::new().uuid(id))
+            .await
+            .map_err(|e| LookupError(e.to_string()))?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let actor_id = row
+            .opt_uuid("actor_id")
+            .map_err(|e| LookupError(e.to_string()))?;
+        let info = TurnInfo { actor_id };
+        self.turns.insert(id, info);
+        Ok(Some(info))
     }
 }

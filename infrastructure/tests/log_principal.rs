@@ -55,6 +55,7 @@ fn by(principal: &str, role: &str) -> CommandContext {
         role: role.into(),
         principal: principal.into(),
         scope: pm_application::scope::Scope::All,
+        voice: pm_application::speaker::Voice::anyone(),
         idempotency_key: None,
         turn: None,
         ends: None,

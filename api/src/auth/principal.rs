@@ -9,6 +9,7 @@ use std::collections::BTreeSet;
 /// The organizations a principal may see: the application's scope, where their rule is
 /// stated once.
 pub use pm_application::scope::Scope;
+use pm_application::speaker::Voice;
 use serde::Serialize;
 use uuid::Uuid;
 
@@ -125,6 +126,17 @@ impl Principal {
     /// The actors it may speak as, when limited.
     pub fn actors(&self) -> Option<&BTreeSet<Uuid>> {
         self.actors.as_ref()
+    }
+
+    /// What it may speak as, for the application's rule
+    /// ([`pm_application::speaker::may_speak_as`]).
+    pub fn voice(&self) -> Voice {
+        Voice {
+            ingress: self.has(Role::Ingress),
+            llm: self.has(Role::Llm),
+            admin: self.has(Role::Admin),
+            actors: self.actors.clone(),
+        }
     }
 
     /// Where its credential came from.

@@ -206,6 +206,7 @@ pub async fn create_task_checkpoint(
 #[utoipa::path(post, path = "/v1/conversations/{id}/messages", tag = "commands", request_body = AddMessageInput,
     params(("id" = Uuid, Path, description = "conversation id")),
     responses((status = 201, body = MessageAdded, description = "Added"), (status = 200, body = MessageAdded, description = "Identical repeat"),
+              (status = 403, body = crate::error::Problem, description = "The caller may not speak as `actor_id` (`actor_forbidden`): `human` actors need the role ingress, `ai` actors llm, anyone admin; a principal with `actors` only those; a fenced message only the actor the turn's agent acts for."),
               (status = 404, body = crate::error::Problem, description = "The path names no conversation (`conversation_not_found`)."),
               (status = 409, body = crate::error::Problem, description = "A message with this `external_identity` exists with other content (`already_exists`)."),
               (status = 422, body = crate::error::Problem, description = "`actor_id` is not a registered actor (`actor_not_found`); `task_id` names no task of this conversation (`task_not_found`).")))]

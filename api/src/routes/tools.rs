@@ -257,9 +257,12 @@ async fn policy_rules(state: &AppState, id: Uuid) -> Result<PolicyRules, ApiErro
     })
 }
 
-/// The signed-in principal's decision on a call, with what its body adds.
+/// The signed-in principal's decision on a call, with what its body adds. Relaying a
+/// person's decision speaks for them: the principal must be one that may speak as that
+/// `human` actor (TRUST.md "Who a principal may speak for").
 async fn decision(
     state: &AppState,
+    ctx: &Ctx,
     caller: &Caller,
     on_behalf_of: Option<Uuid>,
     comment: Option<String>,
@@ -285,6 +288,8 @@ async fn decision(
                 format!("{actor} is not a registered human actor"),
             ));
         }
+        pm_application::speaker::may_speak_as(&ctx.0.voice, actor, ActorKind::Human, None)
+            .map_err(pm_application::AppError::from)?;
     }
     let principal = caller.principal();
     Ok(Decision {
@@ -355,7 +360,7 @@ pub async fn approve(
 ) -> Result<Response, ApiError> {
     let path = call_path(&turn, call_id)?;
     let body: ApproveBody = body_or_default(&body)?;
-    let decision = decision(&state, &caller, body.on_behalf_of, body.comment).await?;
+    let decision = decision(&state, &ctx, &caller, body.on_behalf_of, body.comment).await?;
     on_call(&state, &ctx, path, ToolOp::Approve { decision }, "approve").await
 }
 
@@ -378,7 +383,7 @@ pub async fn deny(
     let path = call_path(&turn, call_id)?;
     let body: DenyBody = body_or_default(&body)?;
     let reason = body.reason.map_or_else(|| "denied".to_string(), Into::into);
-    let decision = decision(&state, &caller, body.on_behalf_of, body.comment).await?;
+    let decision = decision(&state, &ctx, &caller, body.on_behalf_of, body.comment).await?;
     on_call(
         &state,
         &ctx,

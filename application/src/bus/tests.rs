@@ -73,13 +73,19 @@ impl Lookup for NoLookup {
     async fn conversation_exists(&self, _: Uuid) -> Result<bool, LookupError> {
         Ok(false)
     }
-    async fn actor_exists(&self, _: Uuid) -> Result<bool, LookupError> {
-        Ok(false)
+    async fn actor_kind(
+        &self,
+        _: Uuid,
+    ) -> Result<Option<pm_domain::types::ActorKind>, LookupError> {
+        Ok(None)
     }
     async fn checkpoint(&self, _: Uuid) -> Result<Option<CheckpointInfo>, LookupError> {
         Ok(None)
     }
     async fn task(&self, _: Uuid) -> Result<Option<TaskInfo>, LookupError> {
+        Ok(None)
+    }
+    async fn turn(&self, _: Uuid) -> Result<Option<pm_domain::lookup::TurnInfo>, LookupError> {
         Ok(None)
     }
 }
@@ -185,6 +191,7 @@ fn ctx() -> CommandContext {
         role: "test".into(),
         principal: "test".into(),
         scope: crate::scope::Scope::All,
+        voice: crate::speaker::Voice::anyone(),
         idempotency_key: None,
         turn: None,
         ends: None,

@@ -37,6 +37,7 @@ mod relay;
 mod saga_deadlines;
 mod sagas;
 mod sessions;
+mod speak_for;
 mod sse;
 mod sse_fanout;
 mod stats;

@@ -587,6 +587,14 @@ async fn role_refused(db: TestDb) {
         "forbidden",
     )
     .await;
+    // Nor speak as the AI: who may speak as whom (TRUST.md) holds through MCP too.
+    refused_call(
+        &ingress,
+        "add_message",
+        json!({"conversation_id": conv, "actor_id": llm, "content": "hi"}),
+        "actor_forbidden",
+    )
+    .await;
     ingress.cancel().await.expect("close");
     assert_eq!(types(&svc, &conv).await, before, "a refusal wrote nothing");
     let row = svc.get(Some(ADMIN), &format!("/v1/turns/{turn}")).await;

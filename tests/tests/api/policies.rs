@@ -5,7 +5,9 @@
 //! policies are facts with their endpoints; self-approval and approvers outside the policy
 //! are refused without writing; a call keeps the policy it was reported under.
 
-use pm_tests::{all_tokens, on_both_backends, Response, TestDb, TestService, ADMIN, INGRESS, LLM};
+use pm_tests::{
+    all_tokens, on_both_backends, Response, TestDb, TestService, ADMIN, ANALYST, INGRESS, LLM,
+};
 use project_manager::config::DefaultAction;
 use project_manager::Config;
 use serde_json::{json, Value};
@@ -242,6 +244,17 @@ async fn policies_decide_and_approvers_are_who_is_signed_in(db: TestDb) {
     )
     .await;
     refused(&ai_behalf, 422, "validation_failed");
+    // Relaying a person's decision speaks for them: an analyst may not.
+    let analyst = on_call(
+        &svc,
+        ANALYST,
+        &turn,
+        "misc",
+        "approve",
+        json!({"on_behalf_of": human}),
+    )
+    .await;
+    refused(&analyst, 403, "actor_forbidden");
     let a = on_call(
         &svc,
         INGRESS,

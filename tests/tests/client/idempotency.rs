@@ -64,13 +64,14 @@ async fn keys_are_scoped_to_the_role(db: TestDb) {
         .idempotency_key("k-1")
         .await
         .expect("ingress");
-    let by_llm = client(&svc, LLM)
+    // Another principal that may speak as the same person (an LLM may not: speak_for.rs).
+    let by_admin = client(&svc, ADMIN)
         .add_message(cid, input)
         .idempotency_key("k-1")
         .await
-        .expect("llm");
-    assert!(!by_llm.replayed);
-    assert_ne!(by_llm.entity.id, by_ingress.entity.id);
+        .expect("admin");
+    assert!(!by_admin.replayed);
+    assert_ne!(by_admin.entity.id, by_ingress.entity.id);
     svc.stop().await;
 }
 
