@@ -188,7 +188,7 @@ impl Application {
         let lookup = StoreLookup::new(db.clone(), known);
         let bus = CommandBus::new(
             store,
-            Services::new(Arc::new(lookup)),
+            Services::new(Arc::new(lookup.clone())),
             config.command_attempts,
         );
         let clock: Arc<dyn Clock> = hooks.clock.clone().unwrap_or_else(|| Arc::new(SystemClock));
@@ -295,6 +295,7 @@ impl Application {
             .with_local_runner(READ_MODEL, processor_status.clone())
             .with_local_runner(SAGAS, saga_status.clone()),
             owners: pm_infrastructure::owners::DbOwners::new(db.clone()),
+            lookup,
             policies: pm_infrastructure::tool_policies::DbToolPolicies::new(db.clone()),
             tool_default_action: config.tool_default_action.into(),
             processors,

@@ -75,6 +75,9 @@ pub struct Shared {
     pub queries: Queries<ReadModel, SagaReads, DbProcessorStore, DbLogReader>,
     /// The organization of what a path names (TRUST.md "Organizations").
     pub owners: pm_infrastructure::owners::DbOwners,
+    /// The commands' lookup (what a claim hands out, it remembers for the fenced commands
+    /// that follow).
+    pub lookup: pm_infrastructure::lookup::StoreLookup,
     /// The tool policies in force (TRUST.md "Tool policies").
     pub policies: pm_infrastructure::tool_policies::DbToolPolicies,
     /// `PM_TOOL_DEFAULT_ACTION`: what happens to a call no policy matches.

@@ -171,6 +171,8 @@ pub struct Claimed {
     pub lease: Lease,
     /// The position of the claim's last rune.
     pub position: Option<LogPosition>,
+    /// The actor the turn's agent acts for (what its fenced commands may speak as).
+    pub actor_id: Option<Uuid>,
 }
 
 /// Why a report or heartbeat was refused.
@@ -394,6 +396,7 @@ impl<S: SagaStore> Workers<S> {
                 turn,
                 lease,
                 position: done.position,
+                actor_id: done.actor,
             }));
         }
         Ok(None)

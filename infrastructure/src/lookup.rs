@@ -74,6 +74,13 @@ impl StoreLookup {
         }
     }
 
+    /// Remembers the actor of a turn this replica has just handed to a worker, so that
+    /// the worker's fenced commands are checked without a read (a turn's agent, and the
+    /// actor it acts for, never change).
+    pub fn learn_turn(&self, id: Uuid, info: TurnInfo) {
+        self.turns.insert(id, info);
+    }
+
     async fn find(
         &self,
         aggregate_type: &'static str,

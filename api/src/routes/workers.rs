@@ -289,6 +289,10 @@ pub async fn claim(
     let Some(claimed) = claimed else {
         return Ok(StatusCode::NO_CONTENT.into_response());
     };
+    let info = pm_domain::lookup::TurnInfo {
+        actor_id: claimed.actor_id,
+    };
+    state.lookup.learn_turn(claimed.turn.id, info);
     let read = async {
         let turn = turn_row(&state, claimed.turn.id).await?;
         let context = context(&state, &turn, claimed.position).await?;

@@ -60,6 +60,9 @@ pub struct WorkerDone {
     pub position: Option<LogPosition>,
     /// The turn's row after it.
     pub turn: Option<pm_domain::saga::TurnView>,
+    /// The actor the turn's agent acts for: what a command fenced by the turn may speak
+    /// as (its claimant's replica remembers it, sparing that check a read).
+    pub actor: Option<Uuid>,
 }
 
 /// What [`SagaEngine::one`] committed, and what its caller read from the machines.
@@ -516,12 +519,17 @@ impl<S: SagaStore> SagaEngine<S> {
             turn_id,
             op: op.clone(),
         };
-        let read = |sagas: &pm_domain::saga::Sagas| sagas.turn_view(turn_id);
+        let read = |sagas: &pm_domain::saga::Sagas| {
+            let agent = sagas.turns().get(&turn_id).and_then(|t| t.agent_id());
+            let actor = agent.and_then(|a| sagas.agents().get(&a)?.actor_id());
+            (sagas.turn_view(turn_id), actor)
+        };
         match self.one(conversation, seen, input, &metadata, read).await {
             Ok(done) => Ok(done.map(|d| WorkerDone {
                 conversation,
                 position: d.position,
-                turn: d.read,
+                turn: d.read.0,
+                actor: d.read.1,
             })),
             Err(OneError::LeaseGone) if interrupt => Ok(Err(ControlError::NotAllowed {
                 code: TURN_TRANSITION_NOT_ALLOWED,
