@@ -307,6 +307,10 @@ impl Application {
             ),
             webhooks: webhook_admin,
             console_session_secs: config.console_session_secs,
+            console_signouts: pm_infrastructure::console_signouts::DbConsoleSignouts::new(
+                db.clone(),
+            ),
+            console_secure_cookie: !config.bind.ip().is_loopback(),
             turn_lease_ms: config.turn_lease_ms,
             sagas: engine,
             idempotency: Idempotency::new(

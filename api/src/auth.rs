@@ -79,7 +79,7 @@ impl FromRequestParts<AppState> for Caller {
         }
         let address = peer(parts);
         state.throttle.admit(address)?;
-        let caller = authenticate(parts, &state.auth).await;
+        let caller = authenticate(parts, state).await;
         if let Err(e) = &caller {
             if counts_as_a_guess(parts, e) {
                 state.throttle.refused(address);
@@ -114,7 +114,8 @@ fn open_caller() -> Caller {
     Caller(OPEN.clone())
 }
 
-async fn authenticate(parts: &Parts, auth: &Authenticator) -> Result<Caller, ApiError> {
+async fn authenticate(parts: &Parts, state: &AppState) -> Result<Caller, ApiError> {
+    let auth = &state.auth;
     if auth.is_open() {
         return Ok(open_caller());
     }
@@ -122,7 +123,7 @@ async fn authenticate(parts: &Parts, auth: &Authenticator) -> Result<Caller, Api
         |detail: &str| ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", detail);
     let Some(value) = parts.headers.get(header::AUTHORIZATION) else {
         return match crate::console::session::from_headers(&parts.headers) {
-            Some(cookie) => console_caller(parts, auth, cookie),
+            Some(cookie) => console_caller(parts, state, cookie).await,
             None => Err(unauthorized("missing Authorization: Bearer <token>")),
         };
     };
@@ -151,11 +152,9 @@ async fn authenticate(parts: &Parts, auth: &Authenticator) -> Result<Caller, Api
 
 /// The caller of a console request (the browser, signed in with a cookie): the principal
 /// of the role token it signed in with, once a write also shows the session's CSRF token.
-fn console_caller(parts: &Parts, auth: &Authenticator, cookie: &str) -> Result<Caller, ApiError> {
-    use crate::console::session::{verify, CSRF_HEADER};
-    let now = chrono::Utc::now().timestamp();
-    let session = verify(auth.role_tokens(), cookie, now)
-        .map_err(|e| ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", e.to_string()))?;
+async fn console_caller(parts: &Parts, state: &AppState, cookie: &str) -> Result<Caller, ApiError> {
+    use crate::console::session::CSRF_HEADER;
+    let session = crate::console::signed_in(state, cookie).await?;
     let safe = matches!(parts.method.as_str(), "GET" | "HEAD" | "OPTIONS");
     let shown = parts.headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok());
     let matches = shown.is_some_and(|shown| session.csrf_matches(shown));
@@ -166,7 +165,7 @@ fn console_caller(parts: &Parts, auth: &Authenticator, cookie: &str) -> Result<C
             "a write with the console's session cookie needs its X-CSRF-Token header",
         ));
     }
-    Ok(Caller(auth.of_role(session.role)))
+    Ok(Caller(state.auth.of_role(session.role)))
 }
 
 #[cfg(test)]

@@ -108,8 +108,9 @@ fn answer(role: &str, expires: Option<i64>, csrf: &str) -> Json<serde_json::Valu
     Json(json!({"role": role, "expires_at": expires_at, "csrf": csrf}))
 }
 
-/// The `Set-Cookie` of a session (`Secure` behind a proxy that says it served HTTPS).
-fn set_cookie(value: &str, max_age: i64, headers: &HeaderMap) -> String {
+/// The `Set-Cookie` of a session: `Secure` unless the service listens on loopback (a
+/// developer's plain `http://127.0.0.1`), and behind a proxy that says it served HTTPS.
+fn set_cookie(state: &AppState, value: &str, max_age: i64, headers: &HeaderMap) -> String {
     let https = headers
         .get("x-forwarded-proto")
         .and_then(|v| v.to_str().ok())
@@ -117,8 +118,36 @@ fn set_cookie(value: &str, max_age: i64, headers: &HeaderMap) -> String {
     format!(
         "{}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}{}",
         session::COOKIE,
-        if https { "; Secure" } else { "" }
+        if https || state.console_secure_cookie {
+            "; Secure"
+        } else {
+            ""
+        }
     )
+}
+
+/// The session a console cookie stands for now: signed by a configured token, not
+/// expired, not longer than `PM_CONSOLE_SESSION_SECS` allows, and not signed out on any
+/// replica.
+///
+/// # Errors
+/// `401 unauthorized` saying why; `503` when the sign-outs cannot be read.
+pub async fn signed_in(
+    state: &AppState,
+    cookie: &str,
+) -> Result<session::ConsoleSession, ApiError> {
+    let unauthorized =
+        |detail: String| ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", detail);
+    let longest = i64::try_from(state.console_session_secs).unwrap_or(i64::MAX);
+    let now = chrono::Utc::now().timestamp();
+    let signed_in = session::verify(state.auth.role_tokens(), cookie, now, longest)
+        .map_err(|e| unauthorized(e.to_string()))?;
+    if state.console_signouts.signed_out(&signed_in.id).await? {
+        return Err(unauthorized(
+            "the console session was signed out; sign in again".into(),
+        ));
+    }
+    Ok(signed_in)
 }
 
 /// `POST /console/session`: a token for a cookie. JSON only, so a cross-site form cannot
@@ -162,7 +191,7 @@ async fn sign_in(
     let expires = chrono::Utc::now().timestamp().saturating_add(ttl);
     let (cookie, signed_in) = session::issue(token, role, expires);
     let mut response = answer(role.as_str(), Some(expires), &signed_in.csrf).into_response();
-    let set = set_cookie(&cookie, ttl, &headers);
+    let set = set_cookie(&state, &cookie, ttl, &headers);
     response.headers_mut().insert(
         header::SET_COOKIE,
         HeaderValue::from_str(&set).map_err(ApiError::internal)?,
@@ -175,16 +204,9 @@ async fn current(State(state): State<AppState>, headers: HeaderMap) -> Result<Re
     if state.auth.is_open() {
         return Ok(answer("open", None, "").into_response());
     }
-    let unauthorized =
-        |detail: String| ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", detail);
-    let cookie =
-        session::from_headers(&headers).ok_or_else(|| unauthorized("not signed in".into()))?;
-    let signed_in = session::verify(
-        state.auth.role_tokens(),
-        cookie,
-        chrono::Utc::now().timestamp(),
-    )
-    .map_err(|e| unauthorized(e.to_string()))?;
+    let cookie = session::from_headers(&headers)
+        .ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "not signed in"))?;
+    let signed_in = signed_in(&state, cookie).await?;
     let response = answer(
         signed_in.role.as_str(),
         Some(signed_in.expires),
@@ -193,11 +215,22 @@ async fn current(State(state): State<AppState>, headers: HeaderMap) -> Result<Re
     Ok(hardened(response.into_response(), "no-store"))
 }
 
-/// `DELETE /console/session`: clears the cookie.
-async fn sign_out(headers: HeaderMap) -> Response {
+/// `DELETE /console/session`: ends the session on every replica (a copy of its cookie is
+/// refused from now on) and clears the cookie. Without a valid session there is nothing
+/// to end: the cookie is cleared all the same.
+async fn sign_out(State(state): State<AppState>, headers: HeaderMap) -> Result<Response, ApiError> {
+    if let Some(cookie) = session::from_headers(&headers) {
+        if let Ok(ended) = signed_in(&state, cookie).await {
+            let now = chrono::Utc::now().timestamp();
+            state
+                .console_signouts
+                .sign_out(&ended.id, ended.expires, now)
+                .await?;
+        }
+    }
     let mut response = StatusCode::NO_CONTENT.into_response();
-    if let Ok(clear) = HeaderValue::from_str(&set_cookie("", 0, &headers)) {
+    if let Ok(clear) = HeaderValue::from_str(&set_cookie(&state, "", 0, &headers)) {
         response.headers_mut().insert(header::SET_COOKIE, clear);
     }
-    response
+    Ok(response)
 }

@@ -94,6 +94,10 @@ pub struct Shared {
     pub owner: String,
     /// How long a console sign-in lasts (`PM_CONSOLE_SESSION_SECS`).
     pub console_session_secs: u64,
+    /// Console sessions signed out, on every replica.
+    pub console_signouts: pm_infrastructure::console_signouts::DbConsoleSignouts,
+    /// Whether the console's cookie is `Secure` (the service listens beyond loopback).
+    pub console_secure_cookie: bool,
     /// Webhook subscriptions (admin).
     pub webhooks: crate::routes::webhooks::WebhookAdmin,
     /// The workers' claims and reports.

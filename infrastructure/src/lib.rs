@@ -22,6 +22,7 @@
 
 pub mod analysts;
 pub mod append;
+pub mod console_signouts;
 pub mod db;
 pub mod doorbell;
 pub mod idempotency;

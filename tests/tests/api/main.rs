@@ -10,6 +10,7 @@ mod auth;
 mod boundary;
 mod commands;
 mod concurrency;
+mod console_sessions;
 mod doorbells;
 mod durability;
 mod edges;
