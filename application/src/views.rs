@@ -21,5 +21,8 @@ pub use saga::{
     AgentView, AnomalyInstance, AnomalyView, LeaseView, SessionSnapshot, SessionView, ToolCallView,
     ToolResultView, TurnView,
 };
-pub use stats::{CycleTime, GroupKey, StatsGroup, TaskStats, TaskStatsGroup, TaskStatsView};
+pub use stats::{
+    ranks, CycleTime, GroupKey, StatsGroup, TaskStats, TaskStatsGroup, TaskStatsView,
+    PERCENTILE_TENTHS,
+};
 pub use task::{TaskCheckpointView, TaskDetail, TaskView};

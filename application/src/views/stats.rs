@@ -43,25 +43,47 @@ pub struct CycleTime {
     pub p90_seconds: Option<f64>,
 }
 
+/// The percentiles given, in tenths: the median and the 90th.
+pub const PERCENTILE_TENTHS: [u64; 2] = [5, 9];
+
+/// Where percentile `tenths`/10 of `n` sorted values lies: the 0-based ranks it
+/// interpolates between and the weight of the upper one (`rank = p × (n − 1)`, like
+/// `percentile_cont`). Integer arithmetic, so that the database can pick the same ranks
+/// (`(n − 1) × t / 10` and `((n − 1) × t + 9) / 10`) and only those rows leave it.
+pub fn ranks(n: u64, tenths: u64) -> Option<(u64, u64, f64)> {
+    let scaled = n.checked_sub(1)?.saturating_mul(tenths);
+    let (lo, hi) = (scaled / 10, scaled.div_ceil(10));
+    Some((lo, hi, (scaled % 10) as f64 / 10.0))
+}
+
 impl CycleTime {
+    /// The percentiles of `count` values, given the value at each rank [`ranks`] names
+    /// (`at(rank)`); a rank `at` does not know makes that percentile null.
+    pub fn from_ranks(count: u64, at: impl Fn(u64) -> Option<f64>) -> Self {
+        let percentile = |tenths| {
+            let (lo, hi, weight) = ranks(count, tenths)?;
+            let (a, b) = (at(lo)?, at(hi)?);
+            Some(a + (b - a) * weight)
+        };
+        let [p50, p90] = PERCENTILE_TENTHS;
+        Self {
+            count,
+            p50_seconds: percentile(p50),
+            p90_seconds: percentile(p90),
+        }
+    }
+
     /// The percentiles of `seconds`.
     pub fn of(mut seconds: Vec<f64>) -> Self {
         seconds.sort_by(f64::total_cmp);
-        Self {
-            count: seconds.len() as u64,
-            p50_seconds: percentile(&seconds, 0.5),
-            p90_seconds: percentile(&seconds, 0.9),
-        }
+        let at = |rank: u64| {
+            usize::try_from(rank)
+                .ok()
+                .and_then(|i| seconds.get(i))
+                .copied()
+        };
+        Self::from_ranks(seconds.len() as u64, at)
     }
-}
-
-/// Percentile `p` (0..=1) of sorted values, interpolated linearly.
-fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
-    let last = sorted.len().checked_sub(1)?;
-    let rank = p * last as f64;
-    let (lo, hi) = (rank.floor() as usize, rank.ceil() as usize);
-    let (a, b) = (sorted[lo], sorted[hi.min(last)]);
-    Some(a + (b - a) * (rank - lo as f64))
 }
 
 /// The key of a group: the field named by `group_by`, null for tasks without one.
@@ -140,10 +162,28 @@ mod tests {
 
     #[test]
     fn percentiles_interpolate() {
-        assert_eq!(percentile(&[], 0.5), None);
-        assert_eq!(percentile(&[4.0], 0.9), Some(4.0));
-        assert_eq!(percentile(&[1.0, 2.0, 3.0, 4.0], 0.5), Some(2.5));
-        assert_eq!(percentile(&[0.0, 10.0], 0.9), Some(9.0));
+        assert_eq!(CycleTime::of(vec![]).p50_seconds, None);
+        assert_eq!(CycleTime::of(vec![4.0]).p90_seconds, Some(4.0));
+        assert_eq!(
+            CycleTime::of(vec![4.0, 1.0, 3.0, 2.0]).p50_seconds,
+            Some(2.5)
+        );
+        assert_eq!(CycleTime::of(vec![0.0, 10.0]).p90_seconds, Some(9.0));
+        let eleven: Vec<f64> = (0..11).map(f64::from).collect();
+        assert_eq!(
+            CycleTime::of(eleven).p90_seconds,
+            Some(9.0),
+            "an exact rank"
+        );
+    }
+
+    #[test]
+    fn given_counts_when_ranked_then_the_two_neighbours_and_the_weight() {
+        assert_eq!(ranks(0, 5), None);
+        assert_eq!(ranks(1, 9), Some((0, 0, 0.0)));
+        assert_eq!(ranks(4, 5), Some((1, 2, 0.5)));
+        assert_eq!(ranks(11, 9), Some((9, 9, 0.0)));
+        assert_eq!(ranks(12, 9), Some((9, 10, 0.9)));
     }
 
     #[test]

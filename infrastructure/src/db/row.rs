@@ -94,6 +94,15 @@ impl DbRow {
             .ok_or_else(|| decode_error(col, "unexpected NULL"))
     }
 
+    /// A floating-point column (NULL is an error).
+    pub fn float(&self, col: &str) -> Result<f64, sqlx::Error> {
+        let value: Option<f64> = match self {
+            Self::Postgres(r) => get(r, col)?,
+            Self::Sqlite(r) => get(r, col)?,
+        };
+        value.ok_or_else(|| decode_error(col, "unexpected NULL"))
+    }
+
     /// A boolean column.
     pub fn bool(&self, col: &str) -> Result<bool, sqlx::Error> {
         match self {
