@@ -128,6 +128,17 @@ pub struct Config {
     )]
     pub mcp_allowed_origins: String,
 
+    /// MCP sessions (`Mcp-Session-Id`) one principal may hold open at once; one more
+    /// `initialize` is answered `429 too_many_requests`.
+    #[arg(long, env = "PM_MCP_SESSIONS_PER_PRINCIPAL", default_value_t = 16,
+          value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub mcp_sessions_per_principal: u64,
+
+    /// Seconds an MCP session may go without a request before it ends.
+    #[arg(long, env = "PM_MCP_SESSION_IDLE_SECS", default_value_t = 300,
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub mcp_session_idle_secs: u64,
+
     /// Database connections in the pool. Each replica holds this many plus 2 (processor
     /// ownership, the LISTEN doorbell); replicas × (pool + 2) must stay below PostgreSQL's
     /// `max_connections` minus its reserved ones (a warning at start says how many fit).
@@ -408,6 +419,9 @@ impl Config {
         crate::mcp::McpSettings {
             allowed_hosts: list(&self.mcp_allowed_hosts),
             allowed_origins: list(&self.mcp_allowed_origins),
+            sessions_per_principal: usize::try_from(self.mcp_sessions_per_principal)
+                .unwrap_or(usize::MAX),
+            session_idle: Duration::from_secs(self.mcp_session_idle_secs),
         }
     }
 

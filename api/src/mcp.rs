@@ -11,6 +11,7 @@
 pub mod prompts;
 pub mod quote;
 pub mod resources;
+pub mod sessions;
 pub mod tools;
 
 use std::sync::Arc;
@@ -49,13 +50,29 @@ pub struct PmMcp {
     subscriptions: resources::Subscriptions,
 }
 
-/// Where the MCP server answers, and which `Host` and `Origin` it accepts.
-#[derive(Debug, Clone, Default)]
+/// Where the MCP server answers, which `Host` and `Origin` it accepts, and how many
+/// sessions a principal may hold for how long.
+#[derive(Debug, Clone)]
 pub struct McpSettings {
     /// `Host` names (or `host:port`) accepted; empty: loopback only (the SDK's default).
     pub allowed_hosts: Vec<String>,
     /// Browser origins accepted; empty: a request carrying `Origin` is not checked.
     pub allowed_origins: Vec<String>,
+    /// `PM_MCP_SESSIONS_PER_PRINCIPAL`.
+    pub sessions_per_principal: usize,
+    /// `PM_MCP_SESSION_IDLE_SECS`: a session without a request this long ends.
+    pub session_idle: std::time::Duration,
+}
+
+impl Default for McpSettings {
+    fn default() -> Self {
+        Self {
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+            sessions_per_principal: 16,
+            session_idle: std::time::Duration::from_secs(300),
+        }
+    }
 }
 
 /// The `/mcp` service over `router` (the HTTP API it calls), notifying subscribers from
@@ -65,6 +82,7 @@ pub fn service(
     settings: &McpSettings,
     tail: LogTail,
     max_body_bytes: usize,
+    sessions: Arc<LocalSessionManager>,
 ) -> StreamableHttpService<PmMcp, LocalSessionManager> {
     let mut config =
         StreamableHttpServerConfig::default().with_max_request_body_bytes(max_body_bytes);
@@ -79,11 +97,7 @@ pub fn service(
         tail,
         subscriptions: resources::Subscriptions::default(),
     };
-    StreamableHttpService::new(
-        move || Ok(handler.clone()),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    )
+    StreamableHttpService::new(move || Ok(handler.clone()), sessions, config)
 }
 
 /// The HTTP request's parts the SDK hands each MCP request (headers, and the caller the

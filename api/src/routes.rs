@@ -76,11 +76,16 @@ fn with_failpoints(route: MethodRouter<AppState>) -> MethodRouter<AppState> {
 /// whose tools call the HTTP API, behind the same tokens (any role may connect).
 pub fn router(state: AppState) -> Router {
     let api = api(state.clone());
+    let sessions = crate::mcp::sessions::McpSessions::new(
+        state.mcp.sessions_per_principal,
+        state.mcp.session_idle,
+    );
     let mcp = crate::mcp::service(
         api.clone(),
         &state.mcp,
         state.tail.clone(),
         state.max_body_bytes,
+        sessions.manager(),
     );
     let body_read_timeout = state.body_read_timeout;
     let open_mode = middleware::from_fn_with_state(state.clone(), crate::open_mode::layer);
@@ -89,6 +94,10 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::from_fn(correlate))
         .layer(middleware::from_fn(record_metrics))
         .layer(guard)
+        .layer(middleware::from_fn_with_state(
+            sessions,
+            crate::mcp::sessions::gate,
+        ))
         .service(mcp);
     api.route_service("/mcp", mcp)
         .layer(middleware::from_fn_with_state(

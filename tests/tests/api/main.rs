@@ -20,6 +20,7 @@ mod exactly_once;
 mod idempotency;
 mod jwt;
 mod mcp;
+mod mcp_sessions;
 mod openapi;
 mod openapi_errors;
 mod openapi_spec;
