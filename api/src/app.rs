@@ -323,9 +323,14 @@ impl Application {
             db,
             auth,
             throttle: crate::auth::Throttle::default(),
-            streams: crate::per_principal::PerPrincipal::new("event streams", per_principal),
+            streams: crate::per_principal::PerPrincipal::new(
+                "event streams",
+                crate::metrics::refusal::STREAMS,
+                per_principal,
+            ),
             waiting_claims: crate::per_principal::PerPrincipal::new(
                 "waiting claims",
+                crate::metrics::refusal::WAITING_CLAIMS,
                 per_principal,
             ),
             metrics: metrics_handle(),

@@ -86,6 +86,7 @@ pub async fn layer(State(limit): State<Duration>, req: Request, next: Next) -> R
         return response;
     }
     metrics::counter!("pm_http_body_timeouts_total").increment(1);
+    crate::metrics::refused(crate::metrics::refusal::BODY_TIMEOUT);
     let mut answer = ApiError::new(
         StatusCode::REQUEST_TIMEOUT,
         REQUEST_TIMEOUT,

@@ -45,6 +45,7 @@ fn is_json(headers: &axum::http::HeaderMap) -> bool {
 }
 
 fn not_json() -> ApiError {
+    crate::metrics::refused(crate::metrics::refusal::NOT_JSON);
     ApiError::new(
         StatusCode::UNSUPPORTED_MEDIA_TYPE,
         "unsupported_media_type",

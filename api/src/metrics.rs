@@ -59,6 +59,46 @@ const FACT_TYPES: &[&str] = &[
     TaskCheckpointCreated::NAME,
 ];
 
+/// Why the boundary refused a request (TRUST.md "The boundary"): the `reason` of
+/// `pm_http_refused_total`.
+pub mod refusal {
+    /// A body that did not arrive within `PM_BODY_READ_TIMEOUT_MS` (`408`).
+    pub const BODY_TIMEOUT: &str = "body_timeout";
+    /// A connection beyond `PM_MAX_CONNECTIONS` (`503`).
+    pub const CONNECTIONS: &str = "connections";
+    /// An event stream beyond `PM_MAX_STREAMS_PER_PRINCIPAL` (`429`).
+    pub const STREAMS: &str = "streams";
+    /// A waiting claim beyond `PM_MAX_STREAMS_PER_PRINCIPAL` (`429`).
+    pub const WAITING_CLAIMS: &str = "waiting_claims";
+    /// An MCP session beyond `PM_MCP_SESSIONS_PER_PRINCIPAL` (`429`).
+    pub const MCP_SESSIONS: &str = "mcp_sessions";
+    /// An address held after too many failed authentications (`429`).
+    pub const FAILED_AUTHENTICATIONS: &str = "failed_authentications";
+    /// Open mode: a `Host` that is not loopback (`403`).
+    pub const OPEN_MODE_HOST: &str = "open_mode_host";
+    /// Open mode: a write from an `Origin` that is not loopback (`403`).
+    pub const OPEN_MODE_ORIGIN: &str = "open_mode_origin";
+    /// A body that does not say it is JSON (`415`).
+    pub const NOT_JSON: &str = "not_json";
+    /// Every reason.
+    pub const ALL: &[&str] = &[
+        BODY_TIMEOUT,
+        CONNECTIONS,
+        STREAMS,
+        WAITING_CLAIMS,
+        MCP_SESSIONS,
+        FAILED_AUTHENTICATIONS,
+        OPEN_MODE_HOST,
+        OPEN_MODE_ORIGIN,
+        NOT_JSON,
+    ];
+}
+
+/// Counts a request the boundary refused, by `reason` (one of [`refusal`]).
+pub fn refused(reason: &'static str) {
+    ::metrics::counter!("pm_http_refused_total", "reason" => reason).increment(1);
+}
+
 /// Every metric the service records.
 pub const CATALOGUE: &[Metric] = &[
     Metric {
@@ -84,6 +124,12 @@ pub const CATALOGUE: &[Metric] = &[
         kind: Kind::Counter,
         help: "HTTP connections turned away with 503 because PM_MAX_CONNECTIONS were open.",
         label: None,
+    },
+    Metric {
+        name: "pm_http_refused_total",
+        kind: Kind::Counter,
+        help: "Requests the boundary refused (TRUST.md), by reason: a slow body, the connection cap, a per-principal limit, failed authentications, open mode's Host/Origin, a body not JSON.",
+        label: Some(("reason", refusal::ALL)),
     },
     Metric {
         name: "pm_facts_appended_total",

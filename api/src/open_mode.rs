@@ -36,6 +36,7 @@ pub fn check(method: &Method, headers: &HeaderMap) -> Result<(), ApiError> {
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
     if !is_loopback_host(host) {
+        crate::metrics::refused(crate::metrics::refusal::OPEN_MODE_HOST);
         return Err(forbidden(format!(
             "this service runs open (no principals) and answers only requests to a loopback \
              host, not {:?}",
@@ -46,6 +47,7 @@ pub fn check(method: &Method, headers: &HeaderMap) -> Result<(), ApiError> {
     if let Some(origin) = headers.get(header::ORIGIN) {
         let origin = origin.to_str().unwrap_or("");
         if !safe && !is_loopback_origin(origin) {
+            crate::metrics::refused(crate::metrics::refusal::OPEN_MODE_ORIGIN);
             return Err(forbidden(format!(
                 "this service runs open (no principals) and takes writes only from loopback \
                  origins, not {:?}",

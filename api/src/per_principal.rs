@@ -14,6 +14,7 @@ use crate::error::ApiError;
 #[derive(Debug)]
 pub struct PerPrincipal {
     what: &'static str,
+    reason: &'static str,
     max: usize,
     open: Mutex<HashMap<String, usize>>,
 }
@@ -27,10 +28,12 @@ pub struct Slot {
 }
 
 impl PerPrincipal {
-    /// At most `max` open `what`s per principal.
-    pub fn new(what: &'static str, max: usize) -> Arc<Self> {
+    /// At most `max` open `what`s per principal; a refusal is counted as `reason` (one of
+    /// [`crate::metrics::refusal`]).
+    pub fn new(what: &'static str, reason: &'static str, max: usize) -> Arc<Self> {
         Arc::new(Self {
             what,
+            reason,
             max,
             open: Mutex::new(HashMap::new()),
         })
@@ -44,6 +47,7 @@ impl PerPrincipal {
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         let count = open.entry(principal.to_string()).or_insert(0);
         if *count >= self.max {
+            crate::metrics::refused(self.reason);
             return Err(ApiError::too_many_requests(
                 format!(
                     "this principal has {} {} open, the most it may; close one first",
@@ -84,7 +88,7 @@ mod tests {
 
     #[test]
     fn given_a_full_share_when_another_is_taken_then_429_until_one_is_dropped() {
-        let streams = PerPrincipal::new("event streams", 2);
+        let streams = PerPrincipal::new("event streams", "streams", 2);
         let first = streams.take("alice").expect("first");
         let _second = streams.take("alice").expect("second");
         let refused = streams.take("alice").map(|_| ()).map_err(|e| e.code);
@@ -100,7 +104,7 @@ mod tests {
 
     #[test]
     fn given_every_slot_dropped_when_counted_then_nothing_is_remembered() {
-        let claims = PerPrincipal::new("waiting claims", 1);
+        let claims = PerPrincipal::new("waiting claims", "waiting_claims", 1);
         drop(claims.take("alice").expect("taken"));
         assert_eq!(claims.held("alice"), 0);
         assert!(claims.open.lock().expect("lock").is_empty());

@@ -94,6 +94,7 @@ pub async fn serve(
         }
         let Ok(permit) = permits.clone().try_acquire_owned() else {
             metrics::counter!("pm_http_connections_rejected_total").increment(1);
+            crate::metrics::refused(crate::metrics::refusal::CONNECTIONS);
             connections.spawn(turn_away(stream));
             continue;
         };

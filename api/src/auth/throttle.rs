@@ -45,10 +45,13 @@ impl Throttle {
     /// `429 too_many_requests` with the rest of the minute as `Retry-After`.
     pub fn admit(&self, address: Option<IpAddr>) -> Result<(), ApiError> {
         match address.and_then(|a| self.held(a, Instant::now())) {
-            Some(wait) => Err(ApiError::too_many_requests(
-                "too many failed authentications from this address; try again later",
-                wait,
-            )),
+            Some(wait) => {
+                crate::metrics::refused(crate::metrics::refusal::FAILED_AUTHENTICATIONS);
+                Err(ApiError::too_many_requests(
+                    "too many failed authentications from this address; try again later",
+                    wait,
+                ))
+            }
             None => Ok(()),
         }
     }

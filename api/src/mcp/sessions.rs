@@ -37,7 +37,11 @@ impl McpSessions {
         manager.session_config.keep_alive = Some(idle);
         Arc::new(Self {
             manager: Arc::new(manager),
-            limit: PerPrincipal::new("MCP sessions", per_principal),
+            limit: PerPrincipal::new(
+                "MCP sessions",
+                crate::metrics::refusal::MCP_SESSIONS,
+                per_principal,
+            ),
             held: Mutex::new(HashMap::new()),
         })
     }

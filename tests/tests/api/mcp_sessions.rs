@@ -75,6 +75,14 @@ async fn sessions_per_principal_are_bounded_and_end_when_idle(db: TestDb) {
     assert_eq!((status, code.as_str()), (429, "too_many_requests"));
     assert!(id.is_none(), "no session was opened");
     assert!(retry.is_some(), "Retry-After");
+    // The limit is visible in /metrics when it refuses.
+    let metrics = svc.get(None, "/metrics").await.text;
+    let refused = metrics
+        .lines()
+        .find(|l| l.starts_with("pm_http_refused_total{reason=\"mcp_sessions\"}"))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|n| n.parse::<f64>().ok());
+    assert!(refused.is_some_and(|n| n >= 1.0), "{metrics}");
     // Another principal is not affected.
     let (other, _, _, _) = initialize(&svc, ADMIN).await;
     assert_eq!(other, 200);
