@@ -603,6 +603,13 @@ fn spawn_claim_bell(state: &AppState, shutdown: CancellationToken) -> tokio::tas
     use tokio::sync::broadcast::error::RecvError;
     let bell = state.workers.bell().clone();
     let tail = state.tail.clone();
+    // On shutdown, waiting claims are answered at once (TRUST.md: nothing holds a
+    // SIGTERM longer than it must).
+    let stopping = (bell.clone(), shutdown.clone());
+    tokio::spawn(async move {
+        stopping.1.cancelled().await;
+        stopping.0.stop();
+    });
     tokio::spawn(async move {
         loop {
             tokio::select! {

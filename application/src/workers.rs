@@ -59,6 +59,7 @@ struct BellInner {
     armed: watch::Sender<bool>,
     waiters: std::sync::atomic::AtomicUsize,
     wanted: tokio::sync::Notify,
+    stopped: std::sync::atomic::AtomicBool,
 }
 
 /// A claimant waiting on the bell; leaving drops it.
@@ -95,8 +96,24 @@ impl ClaimBell {
                 armed: watch::channel(false).0,
                 waiters: std::sync::atomic::AtomicUsize::new(0),
                 wanted: tokio::sync::Notify::new(),
+                stopped: std::sync::atomic::AtomicBool::new(false),
             }),
         }
+    }
+
+    /// The replica is shutting down: every waiting claimant is answered at once with
+    /// nothing claimed (`204`), and no claim waits from now on — a long poll must not hold
+    /// a rolling deploy for its whole `wait_ms`.
+    pub fn stop(&self) {
+        self.inner
+            .stopped
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.ring();
+    }
+
+    /// Whether [`ClaimBell::stop`] was called.
+    pub fn is_stopped(&self) -> bool {
+        self.inner.stopped.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Wakes every waiting claimant.
@@ -299,6 +316,9 @@ impl<S: SagaStore> Workers<S> {
             if let Some(claimed) = self.try_claim(request, metadata, rung).await? {
                 metrics::counter!("pm_turn_claims_total").increment(1);
                 return Ok(Some(claimed));
+            }
+            if self.bell.is_stopped() {
+                return Ok(None);
             }
             tokio::select! {
                 rung = bell.changed() => {

@@ -141,7 +141,122 @@ async fn sigterm_closes_a_stalled_request_after_the_grace(db: TestDb) {
     assert!(closed, "the stalled connection is closed");
 }
 
+/// Many slow clients at once do not starve the others: 200 connections each stalled
+/// mid-body, and the service still answers a reader within 100 ms; each stalled one gets
+/// its `408` and is closed within the timeout.
+async fn two_hundred_slow_bodies_do_not_starve_the_others(db: TestDb) {
+    let svc = start(&[
+        ("DATABASE_URL", db.url.as_str()),
+        ("PM_BODY_READ_TIMEOUT_MS", "1500"),
+    ])
+    .await;
+    let addr = svc.addr();
+    let started = Instant::now();
+    let mut stalled: Vec<TcpStream> = tokio::task::block_in_place(|| {
+        (0..200)
+            .map(|_| stalled_post(addr, "/v1/actors", 100, "{\"kind\": "))
+            .collect()
+    });
+    let api = svc.api().clone();
+    let mut took = Vec::new();
+    for _ in 0..5 {
+        let asked = Instant::now();
+        let r = api.get("/v1/conversations").await.expect("answered");
+        assert_eq!(r.status, 200, "{}", r.text);
+        took.push(asked.elapsed());
+    }
+    took.sort();
+    assert!(
+        took[2] < Duration::from_millis(100),
+        "answers while 200 bodies stall: {took:?}"
+    );
+    tokio::task::block_in_place(|| {
+        for stream in &mut stalled {
+            let (answer, closed) = read_to_close(stream, Duration::from_secs(5));
+            assert!(answer.starts_with("HTTP/1.1 408"), "{answer:?}");
+            assert!(closed, "a stalled connection stays open after its 408");
+        }
+    });
+    assert!(
+        started.elapsed() < Duration::from_secs(6),
+        "the 408s came late: {:?}",
+        started.elapsed()
+    );
+    eprintln!("with 200 stalled bodies: readers answered in {took:?}");
+}
+
+/// On SIGTERM a request in flight that finishes within the grace gets its answer, an open
+/// event stream and a long-polling claim end at once, and the process exits within the
+/// grace and a second.
+async fn sigterm_finishes_requests_in_flight_and_ends_streams(db: TestDb) {
+    let mut svc = start(&[
+        ("DATABASE_URL", db.url.as_str()),
+        ("PM_BODY_READ_TIMEOUT_MS", "60000"),
+        ("PM_SHUTDOWN_GRACE_SECS", "2"),
+    ])
+    .await;
+    let addr = svc.addr();
+    let (mut events, mut claim, mut command, rest) = tokio::task::block_in_place(|| {
+        let mut events = TcpStream::connect(addr).expect("connected");
+        events
+            .write_all(
+                b"GET /v1/events HTTP/1.1\r\nhost: 127.0.0.1\r\naccept: text/event-stream\r\n\r\n",
+            )
+            .expect("sent");
+        let body = r#"{"wait_ms": 30000}"#;
+        let mut claim = TcpStream::connect(addr).expect("connected");
+        let head = format!(
+            "POST /v1/turns/claim HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n\
+             content-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        claim.write_all(head.as_bytes()).expect("sent");
+        let actor = r#"{"kind": "human", "display_name": "Late"}"#;
+        let (first, rest) = actor.split_at(12);
+        let command = stalled_post(addr, "/v1/actors", actor.len(), first);
+        (events, claim, command, rest.to_string())
+    });
+    // Let the three reach their handlers before the signal.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = Instant::now();
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &svc.pid().to_string()])
+        .status()
+        .expect("kill -TERM");
+    assert!(sent.success());
+    // The command's client sends the rest within the grace: it is answered.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (answer, _) = tokio::task::block_in_place(|| {
+        command.write_all(rest.as_bytes()).expect("the rest sent");
+        read_to_close(&mut command, Duration::from_secs(3))
+    });
+    assert!(answer.starts_with("HTTP/1.1 201"), "{answer:?}");
+    let status = svc
+        .wait_exit(Duration::from_secs(10))
+        .await
+        .expect("the process exits");
+    let took = started.elapsed();
+    assert!(status.success(), "{status:?}: {}", svc.log_tail(20));
+    assert!(
+        took < Duration::from_secs(3),
+        "exit took {took:?} (grace 2 s)"
+    );
+    tokio::task::block_in_place(|| {
+        let (_, closed) = read_to_close(&mut events, Duration::from_secs(1));
+        assert!(closed, "the event stream ended");
+        let (answer, closed) = read_to_close(&mut claim, Duration::from_secs(1));
+        assert!(
+            answer.starts_with("HTTP/1.1 204"),
+            "the waiting claim: {answer:?}"
+        );
+        assert!(closed, "the waiting claim's connection ended");
+    });
+    eprintln!("SIGTERM with a request in flight, a stream and a claim: exited in {took:?}");
+}
+
 per_backend!(a_body_that_does_not_arrive_in_time_is_408_and_closes, sqlite: [], postgres: []);
+per_backend!(two_hundred_slow_bodies_do_not_starve_the_others, sqlite: [], postgres: []);
+per_backend!(sigterm_finishes_requests_in_flight_and_ends_streams, sqlite: [], postgres: []);
 per_backend!(sigterm_closes_a_stalled_request_after_the_grace, sqlite: [], postgres: []);
 
 /// No secret appears in what the service prints: an unparsable `DATABASE_URL` is named
