@@ -260,7 +260,7 @@ per_backend!(sigterm_finishes_requests_in_flight_and_ends_streams, sqlite: [], p
 per_backend!(sigterm_closes_a_stalled_request_after_the_grace, sqlite: [], postgres: []);
 
 /// No secret appears in what the service prints: an unparsable `DATABASE_URL` is named
-/// with its password masked.
+/// with its password masked, and an unreachable one fails without printing it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_database_url_is_named_without_its_password() {
     let _serial = crate::support::serial().await;
@@ -275,6 +275,17 @@ async fn a_bad_database_url_is_named_without_its_password() {
         output.contains("postgres://pm:***@127.0.0.1:bad/pm"),
         "{output}"
     );
+    assert!(
+        !output.contains("s3cret-pw"),
+        "the password was printed: {output}"
+    );
+    let (status, output) = pm_tests::process::ServiceProcess::run(
+        &[],
+        &[("DATABASE_URL", "postgres://pm:s3cret-pw@127.0.0.1:1/pm")],
+        Duration::from_secs(60),
+    );
+    assert!(!status.success());
+    assert!(output.contains("cannot connect to the database"), "{output}");
     assert!(
         !output.contains("s3cret-pw"),
         "the password was printed: {output}"
