@@ -285,7 +285,10 @@ async fn a_bad_database_url_is_named_without_its_password() {
         Duration::from_secs(60),
     );
     assert!(!status.success());
-    assert!(output.contains("cannot connect to the database"), "{output}");
+    assert!(
+        output.contains("cannot connect to the database"),
+        "{output}"
+    );
     assert!(
         !output.contains("s3cret-pw"),
         "the password was printed: {output}"
