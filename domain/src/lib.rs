@@ -19,6 +19,7 @@ pub mod error;
 pub mod ids;
 pub mod lookup;
 pub mod message;
+pub mod principal;
 pub mod saga;
 pub mod task;
 pub mod text;

@@ -23,7 +23,7 @@ pub const SYSTEM: &str = pm_application::sagas::SYSTEM_PRINCIPAL;
 pub const OPEN: &str = "open";
 
 /// The longest principal name, in characters.
-pub const MAX_NAME: usize = 100;
+pub const MAX_NAME: usize = pm_domain::principal::MAX_NAME;
 
 /// Where a principal's credential came from (`source` of `GET /v1/me`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -151,20 +151,20 @@ impl Principal {
 /// # Errors
 /// A message saying why the name is refused.
 pub fn check_name(name: &str) -> Result<(), String> {
-    let length = name.chars().count();
-    if length == 0 || length > MAX_NAME {
-        return Err(format!(
-            "a principal's name is 1 to {MAX_NAME} characters (got {length})"
-        ));
-    }
-    if let Some(bad) = name
-        .chars()
-        .find(|c| !(c.is_alphanumeric() || "._:@-".contains(*c)))
-    {
-        return Err(format!(
-            "principal {:?}: {bad:?} is not a letter, a digit or one of ._:@-",
-            crate::error::clip(name)
-        ));
+    use pm_domain::principal::NameError;
+    match pm_domain::principal::check_name(name) {
+        Ok(()) => {}
+        Err(NameError::Length(length)) => {
+            return Err(format!(
+                "a principal's name is 1 to {MAX_NAME} characters (got {length})"
+            ))
+        }
+        Err(NameError::Char(bad)) => {
+            return Err(format!(
+                "principal {:?}: {bad:?} is not a letter, a digit or one of ._:@-",
+                crate::error::clip(name)
+            ))
+        }
     }
     if name == SYSTEM || name == OPEN {
         return Err(format!("the principal name {name:?} is the service's own"));

@@ -4,17 +4,16 @@
 //! the policies in force, which the log's own table keeps in the same transaction.
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use pm_application::bus::Outcome;
 use pm_application::commands::ToolPolicyInput;
-use pm_application::log::LogPosition;
 use pm_domain::tool_policy::{check_name, ToolPolicySet};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::commands::EVENT_POSITION;
+use super::workers::with_position;
 use crate::error::ApiError;
 use crate::extract::{Ctx, JsonBody};
 use crate::state::AppState;
@@ -37,13 +36,6 @@ fn not_found(name: &str) -> ApiError {
 /// A name no policy can have is a policy that does not exist.
 fn path_name(name: &str) -> Result<&str, ApiError> {
     check_name(name).map_or_else(|_| Err(not_found(name)), |()| Ok(name))
-}
-
-fn with_position(mut response: Response, position: Option<LogPosition>) -> Response {
-    if let Some(p) = position.and_then(|p| HeaderValue::from_str(&p.to_string()).ok()) {
-        response.headers_mut().insert(EVENT_POSITION, p);
-    }
-    response
 }
 
 /// `PUT /v1/tool-policies/{name}` (admin): the policy under this name from now on; calls

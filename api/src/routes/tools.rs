@@ -8,7 +8,6 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use pm_application::queries::{SagaReadStore, ToolCallFilter};
-use pm_application::sagas::SagaStore;
 use pm_application::scope::Target;
 use pm_application::views::{Page, ToolCallView};
 use pm_domain::saga::{
@@ -279,9 +278,12 @@ async fn decision(
         }
     }
     if let Some(actor) = on_behalf_of {
-        // From the log (not the read model, which may lag the actor's registration).
-        let human =
-            SagaStore::actor_kind(state.sagas.store(), actor).await? == Some(ActorKind::Human);
+        // The commands' lookup: from the log (the read model may lag the actor's
+        // registration), remembered.
+        let kind = pm_domain::Lookup::actor_kind(&state.lookup, actor)
+            .await
+            .map_err(pm_domain::DomainError::from)?;
+        let human = kind == Some(ActorKind::Human);
         if !human {
             return Err(ApiError::validation(
                 "on_behalf_of",

@@ -39,14 +39,12 @@ impl TryFrom<String> for Approver {
                 ))
             };
         }
-        let length = raw.chars().count();
-        let name_char = |c: char| c.is_alphanumeric() || "._:@-".contains(c);
-        if length == 0 || length > 100 || !raw.chars().all(name_char) {
-            return Err(format!(
+        match crate::principal::check_name(&raw) {
+            Ok(()) => Ok(Self::Principal(raw)),
+            Err(_) => Err(format!(
                 "{raw:?} is neither role:<role> nor a principal's name (1 to 100 letters, digits and ._:@-)"
-            ));
+            )),
         }
-        Ok(Self::Principal(raw))
     }
 }
 
