@@ -113,3 +113,20 @@ pub fn text(s: &str) -> crate::NonEmptyText {
 pub fn label(s: &str) -> crate::Label {
     crate::Label::parse(s).expect("a label")
 }
+
+/// A tool policy without approvers, organizations or reason, set at [`now`].
+pub fn tool_policy(
+    name: &str,
+    tools: &str,
+    action: crate::tool_policy::PolicyAction,
+) -> crate::tool_policy::ToolPolicySet {
+    crate::tool_policy::ToolPolicySet {
+        name: name.into(),
+        tools: tools.into(),
+        action,
+        approvers: None,
+        organizations: None,
+        reason: None,
+        set_at: now(),
+    }
+}

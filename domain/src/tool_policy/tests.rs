@@ -4,21 +4,9 @@
 use cqrs_es::test::TestFramework;
 
 use super::*;
-use crate::testing::{now, FakeLookup};
+use crate::testing::{now, tool_policy as policy, FakeLookup};
 
 type Given = TestFramework<ToolPolicy>;
-
-fn policy(name: &str, tools: &str, action: PolicyAction) -> ToolPolicySet {
-    ToolPolicySet {
-        name: name.into(),
-        tools: tools.into(),
-        action,
-        approvers: None,
-        organizations: None,
-        reason: None,
-        set_at: now(),
-    }
-}
 
 fn set(p: &ToolPolicySet) -> ToolPolicyCommand {
     let cmd = SetToolPolicy::new(

@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 use crate::documented::assert_answer;
 use crate::sagas::types;
 use crate::support::{config, events, post_with};
+use crate::tools::{assert_refused, call_of, on_call};
 use crate::workers::{claim, dispatched, epoch};
 
 async fn send(
@@ -39,29 +40,6 @@ async fn send(
 async fn put(svc: &TestService, token: &str, name: &str, body: Value) -> Response {
     let path = format!("/v1/tool-policies/{name}");
     send(svc, reqwest::Method::PUT, token, &path, Some(body)).await
-}
-
-async fn on_call(
-    svc: &TestService,
-    token: &str,
-    turn: &str,
-    call: &str,
-    what: &str,
-    body: Value,
-) -> Response {
-    let path = format!("/v1/turns/{turn}/tool-calls/{call}/{what}");
-    svc.post(Some(token), &path, &body).await
-}
-
-fn call<'v>(turn: &'v Value, id: &str) -> &'v Value {
-    turn["tool_calls"]
-        .as_array()
-        .and_then(|calls| calls.iter().find(|c| c["call_id"] == id))
-        .unwrap_or_else(|| panic!("no call {id} in {turn}"))
-}
-
-fn refused(r: &Response, status: u16, code: &str) {
-    assert_eq!((r.status, r.code()), (status, code), "{}", r.text);
 }
 
 async fn log_len(svc: &TestService) -> usize {
@@ -93,7 +71,7 @@ async fn policies_decide_and_approvers_are_who_is_signed_in(db: TestDb) {
         again.header("x-event-position").is_none(),
         "nothing written"
     );
-    refused(
+    assert_refused(
         &put(&svc, INGRESS, "x", json!({"tools": "*", "action": "allow"})).await,
         403,
         "forbidden",
@@ -105,9 +83,9 @@ async fn policies_decide_and_approvers_are_who_is_signed_in(db: TestDb) {
         json!({"tools": "*", "action": "allow", "approvers": ["role:admin"]}),
     )
     .await;
-    refused(&bad, 422, "validation_failed");
+    assert_refused(&bad, 422, "validation_failed");
     assert!(bad.text.contains("approvers"), "{}", bad.text);
-    refused(
+    assert_refused(
         &put(
             &svc,
             ADMIN,
@@ -156,10 +134,10 @@ async fn policies_decide_and_approvers_are_who_is_signed_in(db: TestDb) {
     let r = post_with(&svc, Some(LLM), &path, &calls, &headers).await;
     assert_eq!(r.status, 201, "{}", r.text);
     let (rm, ls, get, misc) = (
-        call(&r.json, "rm"),
-        call(&r.json, "ls"),
-        call(&r.json, "get"),
-        call(&r.json, "misc"),
+        call_of(&r.json, "rm"),
+        call_of(&r.json, "ls"),
+        call_of(&r.json, "get"),
+        call_of(&r.json, "misc"),
     );
     assert_eq!(
         (&rm["state"], &rm["policy"]),
@@ -199,24 +177,24 @@ async fn policies_decide_and_approvers_are_who_is_signed_in(db: TestDb) {
         json!({"tools": "shell.*", "action": "require_approval", "approvers": ["role:ingress"]});
     assert_eq!(put(&svc, ADMIN, "shell", widened).await.status, 200);
     let before = log_len(&svc).await;
-    refused(
+    assert_refused(
         &on_call(&svc, INGRESS, &turn, "ls", "approve", json!({})).await,
         403,
         "approver_forbidden",
     );
     // The reporter never decides its own call, listed or not; a body naming an approver
     // is refused.
-    refused(
+    assert_refused(
         &on_call(&svc, LLM, &turn, "misc", "approve", json!({})).await,
         403,
         "self_approval_forbidden",
     );
-    refused(
+    assert_refused(
         &on_call(&svc, LLM, &turn, "misc", "deny", json!({})).await,
         403,
         "self_approval_forbidden",
     );
-    refused(
+    assert_refused(
         &on_call(
             &svc,
             ADMIN,
@@ -243,7 +221,7 @@ async fn policies_decide_and_approvers_are_who_is_signed_in(db: TestDb) {
         json!({"on_behalf_of": robot}),
     )
     .await;
-    refused(&ai_behalf, 422, "validation_failed");
+    assert_refused(&ai_behalf, 422, "validation_failed");
     // Relaying a person's decision speaks for them: an analyst may not.
     let analyst = on_call(
         &svc,
@@ -254,7 +232,7 @@ async fn policies_decide_and_approvers_are_who_is_signed_in(db: TestDb) {
         json!({"on_behalf_of": human}),
     )
     .await;
-    refused(&analyst, 403, "actor_forbidden");
+    assert_refused(&analyst, 403, "actor_forbidden");
     let a = on_call(
         &svc,
         INGRESS,
@@ -326,8 +304,8 @@ async fn policies_decide_and_approvers_are_who_is_signed_in(db: TestDb) {
         None,
     )
     .await;
-    refused(&gone, 404, "tool_policy_not_found");
-    refused(
+    assert_refused(&gone, 404, "tool_policy_not_found");
+    assert_refused(
         &svc.get(Some(ADMIN), "/v1/tool-policies/no-rm").await,
         404,
         "tool_policy_not_found",
@@ -376,16 +354,16 @@ async fn a_model_over_mcp_cannot_talk_its_way_past_a_policy(db: TestDb) {
         {"call_id": "ls", "tool_name": "shell.ls", "arguments": {}, "requires_approval": false},
     ]});
     let row = crate::mcp::ok_call(&model, "report_tool_calls", calls).await;
-    assert_eq!(call(&row, "rm")["state"], "denied", "{row}");
+    assert_eq!(call_of(&row, "rm")["state"], "denied", "{row}");
     assert_eq!(
-        call(&row, "rm")["result"]["reason"],
+        call_of(&row, "rm")["result"]["reason"],
         "policy:no-rm",
         "{row}"
     );
-    assert_eq!(call(&row, "ls")["state"], "awaiting_approval", "{row}");
-    assert_eq!(call(&row, "ls")["policy"], "default", "{row}");
+    assert_eq!(call_of(&row, "ls")["state"], "awaiting_approval", "{row}");
+    assert_eq!(call_of(&row, "ls")["policy"], "default", "{row}");
     // Its own principal is the reporter: no approval of its own call.
-    refused(
+    assert_refused(
         &on_call(&svc, LLM, &turn, "ls", "approve", json!({})).await,
         403,
         "self_approval_forbidden",

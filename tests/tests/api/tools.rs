@@ -47,7 +47,7 @@ async fn report(svc: &TestService, turn: &str, epoch: i64, body: Value) -> Respo
 }
 
 /// `POST …/tool-calls/{call}/{what}` with `token`.
-async fn on_call(
+pub(crate) async fn on_call(
     svc: &TestService,
     token: &str,
     turn: &str,
@@ -68,14 +68,14 @@ async fn turn_when(svc: &TestService, turn: &str, done: impl Fn(&Value) -> bool)
     wait_for(svc, &format!("/v1/turns/{turn}"), done).await
 }
 
-fn call_of<'v>(turn: &'v Value, id: &str) -> &'v Value {
+pub(crate) fn call_of<'v>(turn: &'v Value, id: &str) -> &'v Value {
     turn["tool_calls"]
         .as_array()
         .and_then(|calls| calls.iter().find(|c| c["call_id"] == id))
         .unwrap_or_else(|| panic!("no call {id} in {turn}"))
 }
 
-fn assert_refused(r: &Response, status: u16, code: &str) {
+pub(crate) fn assert_refused(r: &Response, status: u16, code: &str) {
     assert_eq!((r.status, r.code()), (status, code), "{}", r.text);
 }
 

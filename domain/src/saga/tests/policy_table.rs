@@ -11,19 +11,8 @@ use super::tool_table::{alice, REPORTER};
 use crate::saga::rune::tool::ToolRune;
 use crate::saga::rune::Rune;
 use crate::saga::*;
+use crate::testing::tool_policy as policy;
 use crate::tool_policy::{Approver, Decider, PolicyAction, PolicyRules, ToolPolicySet};
-
-fn policy(name: &str, tools: &str, action: PolicyAction) -> ToolPolicySet {
-    ToolPolicySet {
-        name: name.into(),
-        tools: tools.into(),
-        action,
-        approvers: None,
-        organizations: None,
-        reason: None,
-        set_at: chrono::DateTime::UNIX_EPOCH,
-    }
-}
 
 fn rules(policies: Vec<ToolPolicySet>) -> PolicyRules {
     PolicyRules {
