@@ -297,7 +297,7 @@ impl Application {
             owners: pm_infrastructure::owners::DbOwners::new(db.clone()),
             lookup,
             policies: pm_infrastructure::tool_policies::DbToolPolicies::new(db.clone()),
-            tool_default_action: config.tool_default_action.into(),
+            tool_default_action: config.tool_default_action,
             processors,
             processor_status,
             saga_status,

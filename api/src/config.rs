@@ -230,9 +230,9 @@ pub struct Config {
 
     /// What happens to a tool call no tool policy matches (TRUST.md "Tool policies"):
     /// `allow` (the worker's `requires_approval` decides), `require_approval` or `deny`.
-    #[arg(long, env = "PM_TOOL_DEFAULT_ACTION", value_enum,
-          default_value_t = DefaultAction::RequireApproval)]
-    pub tool_default_action: DefaultAction,
+    #[arg(long, env = "PM_TOOL_DEFAULT_ACTION", value_parser = tool_action,
+          default_value = "require_approval")]
+    pub tool_default_action: pm_domain::tool_policy::PolicyAction,
 
     /// Claims of one turn that may expire before the turn ends in `turn.error`
     /// (`lease_expired`).
@@ -534,6 +534,15 @@ impl Config {
     }
 }
 
+/// `PM_TOOL_DEFAULT_ACTION`: the domain's own action, by its wire name.
+fn tool_action(raw: &str) -> Result<pm_domain::tool_policy::PolicyAction, String> {
+    use pm_domain::tool_policy::PolicyAction;
+    PolicyAction::parse(raw).ok_or_else(|| {
+        let names: Vec<&str> = PolicyAction::ALL.iter().map(|a| a.as_str()).collect();
+        format!("{raw:?} is not one of {}", names.join(", "))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -571,6 +580,22 @@ mod tests {
     }
 
     #[test]
+    fn tool_default_action_is_require_approval_and_takes_the_wire_names() {
+        use pm_domain::tool_policy::PolicyAction;
+        assert_eq!(
+            Config::defaults().tool_default_action,
+            PolicyAction::RequireApproval
+        );
+        let deny = Config::try_parse_from(["project-manager", "--tool-default-action", "deny"]);
+        assert_eq!(
+            deny.map(|c| c.tool_default_action).ok(),
+            Some(PolicyAction::Deny)
+        );
+        let bad = Config::try_parse_from(["project-manager", "--tool-default-action", "maybe"]);
+        assert!(bad.is_err_and(|e| e.to_string().contains("require_approval")));
+    }
+
+    #[test]
     fn bad_settings_are_named() {
         let mut c = Config::defaults();
         c.database_url = Some("mysql://x".into());
@@ -593,27 +618,5 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("PM_AUTH_TOKENS"));
-    }
-}
-
-/// `PM_TOOL_DEFAULT_ACTION`, as clap parses it (the domain's action has no clap in it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-#[value(rename_all = "snake_case")]
-pub enum DefaultAction {
-    /// The worker's `requires_approval` decides.
-    Allow,
-    /// An approver decides first.
-    RequireApproval,
-    /// The call ends at once, `denied`.
-    Deny,
-}
-
-impl From<DefaultAction> for pm_domain::tool_policy::PolicyAction {
-    fn from(a: DefaultAction) -> Self {
-        match a {
-            DefaultAction::Allow => Self::Allow,
-            DefaultAction::RequireApproval => Self::RequireApproval,
-            DefaultAction::Deny => Self::Deny,
-        }
     }
 }

@@ -55,8 +55,8 @@ pub struct TestService {
 /// needs no approval runs at once, as the tool machine's own tests need. The service's
 /// default is `require_approval`; the tool policy tests (`tests/api/policies.rs`) run
 /// under it.
-pub const WORKER_DECIDES: project_manager::config::DefaultAction =
-    project_manager::config::DefaultAction::Allow;
+pub const WORKER_DECIDES: pm_domain::tool_policy::PolicyAction =
+    pm_domain::tool_policy::PolicyAction::Allow;
 
 impl TestService {
     /// Starts the service on `db` with `PM_AUTH_TOKENS=tokens` ("" = open mode).

@@ -26,7 +26,8 @@ const SESSION_HEADER: &str = "mcp-session-id";
 pub struct McpSessions {
     manager: Arc<LocalSessionManager>,
     limit: Arc<PerPrincipal>,
-    held: Mutex<HashMap<String, Slot>>,
+    /// Per principal, the sessions it opened, each with the slot it holds.
+    held: Mutex<HashMap<String, Vec<(String, Slot)>>>,
 }
 
 impl McpSessions {
@@ -51,11 +52,14 @@ impl McpSessions {
         self.manager.clone()
     }
 
-    /// Lets go of the slots of sessions that have ended (idle, deleted, their worker gone).
-    async fn prune(&self) {
+    /// Lets go of the slots of `principal`'s sessions that have ended (idle, deleted, their
+    /// worker gone): the work is that principal's own few sessions, not everyone's.
+    async fn prune(&self, principal: &str) {
         let ids: Vec<String> = {
             let held = self.held.lock().unwrap_or_else(|p| p.into_inner());
-            held.keys().cloned().collect()
+            held.get(principal)
+                .map(|s| s.iter().map(|(id, _)| id.clone()).collect())
+                .unwrap_or_default()
         };
         let mut ended = Vec::new();
         for id in ids {
@@ -69,8 +73,11 @@ impl McpSessions {
             }
         }
         let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
-        for id in ended {
-            held.remove(&id);
+        if let Some(sessions) = held.get_mut(principal) {
+            sessions.retain(|(id, _)| !ended.contains(id));
+            if sessions.is_empty() {
+                held.remove(principal);
+            }
         }
     }
 }
@@ -87,7 +94,7 @@ pub async fn gate(State(sessions): State<Arc<McpSessions>>, req: Request, next: 
     let (true, Some(principal)) = (opens, principal) else {
         return next.run(req).await;
     };
-    sessions.prune().await;
+    sessions.prune(&principal).await;
     let slot = match sessions.limit.take(&principal) {
         Ok(slot) => slot,
         Err(refused) => return refused.into_response(),
@@ -100,7 +107,7 @@ pub async fn gate(State(sessions): State<Arc<McpSessions>>, req: Request, next: 
         .map(str::to_string);
     if let Some(id) = opened {
         let mut held = sessions.held.lock().unwrap_or_else(|p| p.into_inner());
-        held.insert(id, slot);
+        held.entry(principal).or_default().push((id, slot));
     }
     response
 }

@@ -5,10 +5,10 @@
 //! policies are facts with their endpoints; self-approval and approvers outside the policy
 //! are refused without writing; a call keeps the policy it was reported under.
 
+use pm_domain::tool_policy::PolicyAction;
 use pm_tests::{
     all_tokens, on_both_backends, Response, TestDb, TestService, ADMIN, ANALYST, INGRESS, LLM,
 };
-use project_manager::config::DefaultAction;
 use project_manager::Config;
 use serde_json::{json, Value};
 
@@ -49,7 +49,7 @@ async fn log_len(svc: &TestService) -> usize {
 async fn policies_decide_and_approvers_are_who_is_signed_in(db: TestDb) {
     assert_eq!(
         Config::defaults().tool_default_action,
-        DefaultAction::RequireApproval,
+        PolicyAction::RequireApproval,
         "TRUST.md: the default is require_approval"
     );
     let mut config = config(&db);
