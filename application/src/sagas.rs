@@ -33,8 +33,7 @@ use std::future::Future;
 
 use chrono::{DateTime, Utc};
 use pm_domain::saga::{
-    AgentView as SagaAgent, Deadline, DeadlineOp, LeaseHeld, Recorded, SessionView as SagaSession,
-    ToolCallView as SagaToolCall, TurnView as SagaTurn,
+    AgentView, Deadline, DeadlineOp, LeaseHeld, Recorded, SessionView, ToolCallView, TurnView,
 };
 use pm_domain::types::ActorKind;
 use uuid::Uuid;
@@ -82,14 +81,25 @@ pub struct SagaWrite {
     /// stored with its epoch (and be live at `live_at` when set), locked until the write
     /// commits — or the write fails with [`CommitError::LeaseGone`].
     pub leases: Vec<LeaseHeld>,
-    /// Session rows to upsert, with the time of their change.
-    pub sessions: Vec<(SagaSession, DateTime<Utc>)>,
+    /// Session rows to upsert, as of the time of their change.
+    pub sessions: Vec<SessionView>,
     /// Agent rows to upsert.
-    pub agents: Vec<(SagaAgent, DateTime<Utc>)>,
+    pub agents: Vec<AgentView>,
     /// Turn rows to upsert.
-    pub turns: Vec<(SagaTurn, DateTime<Utc>)>,
+    pub turns: Vec<TurnView>,
     /// Tool call rows to upsert.
-    pub tool_calls: Vec<(SagaToolCall, DateTime<Utc>)>,
+    pub tool_calls: Vec<PlacedCall>,
+}
+
+/// A tool call row with its place in its turn's report order (0 first), which the reads
+/// list a turn's calls by: a batch's calls share one time. A call keeps the place it was
+/// first written with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlacedCall {
+    /// The call.
+    pub call: ToolCallView,
+    /// Its place in its turn.
+    pub place: i64,
 }
 
 /// Which turns a claim may take (`POST /v1/turns/claim`'s filters).

@@ -27,6 +27,31 @@ pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<DateTime<Utc>, D::
         .map_err(serde::de::Error::custom)
 }
 
+/// An optional time: [`format`]ted, or `null` when absent.
+pub mod opt {
+    use chrono::{DateTime, Utc};
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// Serializes `Some` with [`super::format`], `None` as `null`.
+    pub fn serialize<S: Serializer>(t: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S::Error> {
+        match t {
+            Some(t) => super::serialize(t, s),
+            None => s.serialize_none(),
+        }
+    }
+
+    /// Deserializes `null` or any RFC 3339 time into UTC.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<DateTime<Utc>>, D::Error> {
+        Option::<String>::deserialize(d)?
+            .map(|raw| {
+                DateTime::parse_from_rfc3339(&raw)
+                    .map(|t| t.with_timezone(&Utc))
+                    .map_err(serde::de::Error::custom)
+            })
+            .transpose()
+    }
+}
+
 /// The earliest time the stores keep: 0001-01-01T00:00:00Z (PostgreSQL has no year 0, and
 /// a negative year cannot be written as RFC 3339).
 pub fn earliest() -> DateTime<Utc> {

@@ -14,6 +14,7 @@ mod tx;
 pub use args::{values, Arg, Args};
 pub use row::DbRow;
 pub use transient::is_transient;
+pub(crate) use tx::bind_sqlite;
 pub use tx::{Tx, ROWS_PER_STATEMENT};
 
 use std::path::Path;

@@ -14,11 +14,16 @@
 //!   to recover; the snapshots' writes (`saga_snapshots`).
 //! - [`query`]: the API's reads of the saga rows.
 //! - [`leases`]: workers' leases (claimable turns, heartbeats, the leases a write holds).
+//! - [`tables`]: each saga table's one definition ([`table`]): the row it stores, its
+//!   columns and conflict rules, its encode and decode, which the statements are built
+//!   from.
 
 pub mod commit;
 pub mod leases;
 pub mod load;
 pub mod query;
+pub mod table;
+pub mod tables;
 
 use chrono::{DateTime, Utc};
 use pm_application::log::{LogPosition, LoggedEvent};

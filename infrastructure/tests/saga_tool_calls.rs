@@ -8,7 +8,7 @@ mod support;
 use chrono::{DateTime, Utc};
 use pm_application::bus::EventMetadata;
 use pm_application::queries::{SagaReadStore, ToolCallFilter, TurnFilter};
-use pm_application::sagas::{NewRune, SagaStore, SagaWrite};
+use pm_application::sagas::{NewRune, PlacedCall, SagaStore, SagaWrite};
 use pm_application::scope::Scope;
 use pm_application::views::{List, Page, PageCursor, PageRequest, ToolCallView};
 use pm_domain::saga::rune::tool::ToolCalled;
@@ -70,6 +70,20 @@ fn call(turn: &TurnView, call_id: &str, requires_approval: bool) -> pm_domain::s
         approvers: requires_approval.then(|| vec!["role:admin".into(), "ops-lead".into()]),
         on_behalf_of: requires_approval.then(|| Uuid::from_u128(7)),
         comment: requires_approval.then(|| "looked at the diff".into()),
+        created_at: turn.created_at,
+        updated_at: turn.created_at,
+    }
+}
+
+/// `call` as written at `time` in `place` of its turn.
+fn placed(call: &ToolCallView, place: i64, time: DateTime<Utc>) -> PlacedCall {
+    PlacedCall {
+        call: ToolCallView {
+            created_at: time,
+            updated_at: time,
+            ..call.clone()
+        },
+        place,
     }
 }
 
@@ -94,6 +108,8 @@ fn turn(conversation: Uuid, calls: &[(&str, bool)]) -> TurnView {
         input_tokens: 0,
         output_tokens: 0,
         tool_calls: Vec::new(),
+        created_at: at("2026-11-24T10:00:00Z"),
+        updated_at: at("2026-11-24T10:00:00Z"),
     };
     turn.tool_calls = calls
         .iter()
@@ -161,18 +177,18 @@ async fn a_turn_reads_back_with_its_calls_in_report_order(db: TestDb) {
     let created = SagaWrite {
         conversations: vec![(c, 0), (other, 0)],
         runes: vec![called(&first.tool_calls[0], t0)],
-        turns: vec![(first.clone(), t0), (elsewhere.clone(), t0)],
+        turns: vec![first.clone(), elsewhere.clone()],
         tool_calls: vec![
-            (first.tool_calls[1].clone(), t0),
-            (first.tool_calls[0].clone(), t0),
-            (elsewhere.tool_calls[0].clone(), t0),
+            placed(&first.tool_calls[1], 1, t0),
+            placed(&first.tool_calls[0], 0, t0),
+            placed(&elsewhere.tool_calls[0], 0, t0),
         ],
         ..SagaWrite::default()
     };
     store.commit(created, None).await.expect("created");
 
     // Later: `zeta` succeeds, `alpha` is approved (each twice in the write: the last
-    // wins), and a third call comes without its turn's row (it takes the next place).
+    // wins; a place written again is not moved), and a third call comes in the next place.
     let mut zeta = first.tool_calls[0].clone();
     zeta.state = ToolCallState::Success;
     zeta.result = Some(ToolResultView {
@@ -188,11 +204,14 @@ async fn a_turn_reads_back_with_its_calls_in_report_order(db: TestDb) {
     let changed = SagaWrite {
         conversations: vec![(c, 1)],
         tool_calls: vec![
-            (first.tool_calls[0].clone(), t0),
-            (zeta.clone(), t1),
-            (first.tool_calls[1].clone(), t0),
-            (alpha.clone(), t1),
-            (late.clone(), t1),
+            placed(&first.tool_calls[0], 0, t0),
+            PlacedCall {
+                place: 7,
+                ..placed(&zeta, 0, t1)
+            },
+            placed(&first.tool_calls[1], 1, t0),
+            placed(&alpha, 1, t1),
+            placed(&late, 2, t1),
         ],
         ..SagaWrite::default()
     };

@@ -24,7 +24,7 @@ use uuid::Uuid;
 
 use super::slots::{Held, Machines, Slots};
 use super::snapshot::{self, SnapshotPolicy};
-use super::{CommitError, Committed, NewRune, SagaStore, SagaWrite, StoredSnapshot};
+use super::{CommitError, Committed, NewRune, PlacedCall, SagaStore, SagaWrite, StoredSnapshot};
 use crate::bus::EventMetadata;
 use crate::clock::Clock;
 use crate::fact::{Fact, FactError};
@@ -519,10 +519,11 @@ impl<S: SagaStore> SagaEngine<S> {
             turn_id,
             op: op.clone(),
         };
+        let at = metadata.recorded_at;
         let read = |sagas: &pm_domain::saga::Sagas| {
             let agent = sagas.turns().get(&turn_id).and_then(|t| t.agent_id());
             let actor = agent.and_then(|a| sagas.agents().get(&a)?.actor_id());
-            (sagas.turn_view(turn_id), actor)
+            (sagas.turn_view(turn_id, at), actor)
         };
         match self.one(conversation, seen, input, &metadata, read).await {
             Ok(done) => Ok(done.map(|d| WorkerDone {
@@ -910,22 +911,32 @@ fn rows(held: &BTreeMap<Uuid, Held>, write: &mut SagaWrite) {
             time = time.max(Some(rune.metadata.recorded_at));
             changed.insert(rune.recorded.instance);
             if let Instance::Turn(id) = rune.recorded.instance {
-                if let Some(turn) = sagas.turn_view(id) {
-                    changed.insert(Instance::Agent(turn.agent_id));
+                if let Some(agent) = sagas.turns().get(&id).and_then(|t| t.agent_id()) {
+                    changed.insert(Instance::Agent(agent));
                 }
             }
         }
         let Some(time) = time else { continue };
-        if let Some(session) = sagas.session_view() {
-            write.sessions.push((session, time));
+        if let Some(session) = sagas.session_view(time) {
+            write.sessions.push(session);
         }
         for instance in changed {
             match instance {
-                Instance::Agent(id) => write.agents.extend(sagas.agent_view(id).map(|a| (a, time))),
-                Instance::Turn(id) => write.turns.extend(sagas.turn_view(id).map(|t| (t, time))),
-                Instance::ToolCall(id) => write
-                    .tool_calls
-                    .extend(sagas.tool_call_view(id).map(|c| (c, time))),
+                Instance::Agent(id) => write.agents.extend(sagas.agent_view(id, time)),
+                Instance::Turn(id) => write.turns.extend(sagas.turn_view(id, time)),
+                Instance::ToolCall(id) => {
+                    write
+                        .tool_calls
+                        .extend(sagas.tool_call_view(id, time).map(|call| {
+                            PlacedCall {
+                                place: sagas
+                                    .tool_call_place(call.turn_id, &call.call_id)
+                                    .and_then(|p| i64::try_from(p).ok())
+                                    .unwrap_or(i64::MAX),
+                                call,
+                            }
+                        }))
+                }
                 Instance::Session(_) | Instance::Plan(_) => {}
             }
         }

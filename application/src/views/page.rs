@@ -99,6 +99,14 @@ pub struct Page<T> {
 }
 
 impl<T> Page<T> {
+    /// The page with each item mapped by `f` (the cursor stays).
+    pub fn map<U>(self, f: impl FnMut(T) -> U) -> Page<U> {
+        Page {
+            items: self.items.into_iter().map(f).collect(),
+            next_cursor: self.next_cursor,
+        }
+    }
+
     /// Splits `limit + 1` fetched items, each with its cursor, into a page.
     pub fn from_fetched(mut items: Vec<(T, PageCursor)>, limit: u32) -> Self {
         let more = items.len() > limit as usize;

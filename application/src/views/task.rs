@@ -48,24 +48,4 @@ pub struct TaskCheckpointView {
 }
 
 /// An optional RFC 3339 time that is serialized as `null` when absent.
-pub(crate) mod opt_time {
-    use chrono::{DateTime, Utc};
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(t: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S::Error> {
-        match t {
-            Some(t) => pm_domain::time::serialize(t, s),
-            None => s.serialize_none(),
-        }
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<DateTime<Utc>>, D::Error> {
-        Option::<String>::deserialize(d)?
-            .map(|raw| {
-                DateTime::parse_from_rfc3339(&raw)
-                    .map(|t| t.with_timezone(&Utc))
-                    .map_err(serde::de::Error::custom)
-            })
-            .transpose()
-    }
-}
+pub(crate) use pm_domain::time::opt as opt_time;

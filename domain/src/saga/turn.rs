@@ -44,14 +44,15 @@ pub struct Turn {
 }
 
 /// A worker's claim on a turn, as its runes recorded it (a heartbeat moves the expiry in
-/// the store only: it writes no rune).
+/// the store only: it writes no rune). On the wire, a turn's `lease`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = LeaseView))]
 pub struct Lease {
-    /// The claim's epoch.
-    pub turn_epoch: i64,
     /// The worker's name.
     pub worker: String,
-    /// The expiry the claim was given.
+    /// The claim's epoch: the `PM-Turn-Epoch` its commands carry.
+    pub turn_epoch: i64,
+    /// When the lease ends unless renewed (heartbeats move it).
     #[serde(with = "crate::time")]
     pub lease_expires_at: chrono::DateTime<chrono::Utc>,
 }

@@ -1,70 +1,97 @@
-//! Read-side views of the composite: the rows of `GET /v1/sessions/{id}`, `/v1/agents`
-//! and `/v1/turns` (API.md), with the composite-derived fields filled in. Times
-//! (`waiting_since`, `updated_at`) are the log's: the time of the rune that changed a row.
+//! The saga rows as every reader sees them: `GET /v1/sessions/{id}`, `/v1/agents`,
+//! `/v1/turns`, `/v1/tool-calls` (API.md, WORKERS.md), the SSE snapshot, and the rows of
+//! the saga tables (`saga_sessions`, `saga_agents`, `saga_turns`, `saga_tool_calls`),
+//! which are written from them. One type per row, so the machines, the tables and the
+//! wire cannot drift apart.
+//!
+//! Times are the log's: the time of the rune that created and last changed a row. The
+//! machines do not keep them, so [`Sagas`](super::Sagas) builds a row *as of* a rune's
+//! time (see [`build`]); the tables keep the first `created_at` (and `waiting_since` while
+//! the session still waits) when a row is written again.
 
-use std::collections::BTreeSet;
-
-use serde::Serialize;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::rune::Instance;
 use super::types::{
     AgentRole, AgentState, ConversationState, HeadStatus, SessionState, ToolCallState, ToolStatus,
     TurnKind, TurnState,
 };
-use super::{Agent, Lease, Outcome, Sagas, ToolCall, Turn, TurnInput};
-use crate::PmAggregate;
+use super::{Lease, TurnInput};
 
-/// A session row.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+mod build;
+
+/// `GET /v1/sessions/{conversation_id}`: a conversation's session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SessionView {
-    /// The conversation (= the session's id).
+    /// The conversation (the session's id).
     pub conversation_id: Uuid,
-    /// The lifecycle state.
+    /// The session lifecycle state.
     pub state: SessionState,
-    /// The FCMP state, null before the first human message or decision.
+    /// The FCMP conversation state; null before the first human message or decision.
     pub conversation_state: Option<ConversationState>,
     /// The root agent.
     pub root_agent_id: Option<Uuid>,
-    /// Every agent of the session.
+    /// Every agent of the session, by id.
     pub agent_ids: Vec<Uuid>,
-    /// The `NEED_INFORMATION` checkpoint while `waiting_user`.
+    /// The `NEED_INFORMATION` checkpoint the session waits on (while `waiting_user`).
     pub waiting_checkpoint_id: Option<Uuid>,
-    /// Consecutive turn errors (composite).
+    /// Since when it waits for the user; null when it does not.
+    #[serde(with = "crate::time::opt")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<DateTime<Utc>>))]
+    pub waiting_since: Option<DateTime<Utc>>,
+    /// Consecutive turn errors (the session suspends at `PM_SESSION_ERROR_THRESHOLD`).
     pub consecutive_errors: u32,
-    /// Tokens its turns reported (composite).
+    /// Tokens its turns' workers reported (`POST /v1/turns/{id}/usage`), summed.
     pub tokens_used: u64,
-    /// Its token budget; `None`: unlimited.
+    /// Its token budget (`PM_SESSION_TOKEN_BUDGET` at creation, plus what operators
+    /// added); null: unlimited. Reaching it suspends the session (`budget_exhausted`).
     pub token_budget: Option<u64>,
+    /// When the session was created (log time of `session.created`).
+    #[serde(with = "crate::time")]
+    pub created_at: DateTime<Utc>,
+    /// When it last changed.
+    #[serde(with = "crate::time")]
+    pub updated_at: DateTime<Utc>,
 }
 
-/// An agent row.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// An agent (`GET /v1/agents`, `GET /v1/agents/{id}`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AgentView {
     /// The agent.
     pub id: Uuid,
     /// Its conversation.
     pub conversation_id: Uuid,
-    /// The actor it acts for.
+    /// The actor it acts for (null for a root agent without an `ai` actor).
     pub actor_id: Option<Uuid>,
     /// `root` or `worker`.
     pub role: AgentRole,
-    /// Its state (composite: idle once its leased turn is terminal).
+    /// Its state.
     pub state: AgentState,
-    /// The epoch of its last lease.
+    /// The epoch of its last turn lease.
     pub turn_epoch: i64,
-    /// The turn it runs (composite: null once terminal).
+    /// The turn it runs; null when idle.
     pub active_turn_id: Option<Uuid>,
-    /// The L0 head: what its active turn is doing.
+    /// The L0 head: `idle`, `dispatched` (its turn waits for a worker), `running`
+    /// (streaming) or `suspended` (its turn waits for tool results).
     pub head_status: HeadStatus,
     /// Its inbox, oldest first.
     pub queued_turn_ids: Vec<Uuid>,
-    /// Tokens its turns reported (composite).
+    /// Tokens its turns' workers reported, summed.
     pub tokens_used: u64,
+    /// When it was spawned.
+    #[serde(with = "crate::time")]
+    pub created_at: DateTime<Utc>,
+    /// When it last changed.
+    #[serde(with = "crate::time")]
+    pub updated_at: DateTime<Utc>,
 }
 
-/// A turn row.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// A turn (`GET /v1/turns`, `GET /v1/turns/{id}`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TurnView {
     /// The turn.
     pub id: Uuid,
@@ -76,34 +103,47 @@ pub struct TurnView {
     pub kind: TurnKind,
     /// The task of a task turn.
     pub task_id: Option<Uuid>,
-    /// What it was enqueued to do.
+    /// What it was enqueued to do: `{kind: message, message_id}` (answer a human
+    /// message), `{kind: auto_decide, checkpoint_id}` (decide without the user's reply),
+    /// `{kind: task, task_id}`, `{kind: task_retry | task_resume, task_id,
+    /// task_checkpoint_id}`.
     pub input: TurnInput,
     /// Its state.
     pub state: TurnState,
-    /// Its lease's epoch.
+    /// The epoch of its lease; null while queued.
     pub turn_epoch: Option<i64>,
-    /// The name of its terminal rune.
+    /// The name of its terminal rune (`turn.completed`, `turn.interrupted`, `turn.error`).
     pub terminal_rune: Option<String>,
-    /// The delivered message.
+    /// The last message the turn produced (L0 delivery contract); null with a reason.
     pub deliverable: Option<Uuid>,
-    /// Why the deliverable is what it is.
+    /// Why the deliverable is what it is (`no_message`, `watchdog`, `steer`, …).
     pub deliverable_reason: Option<String>,
-    /// The worker's claim holding it, if one does.
+    /// The worker's claim holding the turn (WORKERS.md); null when none does.
     pub lease: Option<Lease>,
-    /// How many times it was claimed.
+    /// How many times workers claimed it.
     pub claims: u32,
-    /// Prompt tokens its workers reported.
+    /// Prompt tokens its workers reported (`POST /v1/turns/{id}/usage`), summed.
     pub input_tokens: u64,
-    /// Completion tokens its workers reported.
+    /// Completion tokens its workers reported, summed.
     pub output_tokens: u64,
-    /// Its tool calls with their results, in the order it reported them.
+    /// Its tool calls (WORKERS.md "Tools") with their results, in the order it reported
+    /// them. (Read as empty from a service that predates tools.)
+    #[serde(default)]
     pub tool_calls: Vec<ToolCallView>,
+    /// When it was queued.
+    #[serde(with = "crate::time")]
+    pub created_at: DateTime<Utc>,
+    /// When it last changed.
+    #[serde(with = "crate::time")]
+    pub updated_at: DateTime<Utc>,
 }
 
-/// A tool call row (WORKERS.md reads): the turn view's `tool_calls`, `GET /v1/tool-calls`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// A tool call a worker reported on a turn (`GET /v1/tool-calls`, a turn's `tool_calls`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ToolCallView {
-    /// The worker's id of the call, unique within its turn.
+    /// The worker's id of the call, unique within its turn: the `{call_id}` of
+    /// `/v1/turns/{turn_id}/tool-calls/{call_id}/…`.
     pub call_id: String,
     /// Its turn.
     pub turn_id: Uuid,
@@ -111,173 +151,60 @@ pub struct ToolCallView {
     pub conversation_id: Uuid,
     /// The tool.
     pub tool_name: String,
-    /// Its arguments.
+    /// Its arguments, as the worker sent them.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub arguments: serde_json::Value,
-    /// Its lifecycle state.
+    /// `awaiting_approval`, `executing`, or how it ended: `success`, `error`, `timeout`,
+    /// `cancelled`, `denied`.
     pub state: ToolCallState,
-    /// Whether it waits (or waited) for an approver.
+    /// Whether it needs (or needed) an approver.
     pub requires_approval: bool,
-    /// Why the policy asks a person.
+    /// Why a person is asked: the tool policy's reason (or name), or the worker's words
+    /// when the policy let it ask.
     pub policy_reason: Option<String>,
-    /// The principal that approved or denied it.
+    /// The signed-in principal that approved or denied it.
     pub approver: Option<String>,
-    /// Its own execution timeout, if the worker gave one.
+    /// Its own execution timeout in milliseconds; null: `PM_TOOL_TIMEOUT_SECS`.
     pub timeout_ms: Option<u64>,
-    /// Its one result, once it has it.
+    /// Its one result (`tool.result`); null while it is open.
     pub result: Option<ToolResultView>,
-    /// The tool policy it was reported under.
+    /// The tool policy it was reported under (`default`: none matched; null for calls
+    /// reported before tool policies existed).
+    #[serde(default)]
     pub policy: Option<String>,
-    /// The principal that reported it.
+    /// The principal that reported it (it may not decide it).
+    #[serde(default)]
     pub reported_by: Option<String>,
-    /// Who may decide it, when it needs (or needed) a person.
+    /// Who may approve or deny it (principal names and `role:<role>`), when it needs (or
+    /// needed) a person.
+    #[serde(default)]
     pub approvers: Option<Vec<String>>,
     /// The `human` actor whose decision its approver relayed.
+    #[serde(default)]
     pub on_behalf_of: Option<Uuid>,
-    /// Its approver's comment.
+    /// The approver's comment.
+    #[serde(default)]
     pub comment: Option<String>,
+    /// When it was reported (log time of `tool.call`).
+    #[serde(with = "crate::time")]
+    pub created_at: DateTime<Utc>,
+    /// When it last changed.
+    #[serde(with = "crate::time")]
+    pub updated_at: DateTime<Utc>,
 }
 
-/// A call's `tool.result`, as the reads show it.
-#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+/// A tool call's result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ToolResultView {
-    /// How it ended.
+    /// `success`, `error`, `timeout`, `cancelled` or `denied`.
     pub status: ToolStatus,
-    /// The tool's answer.
+    /// The tool's answer, as the executor reported it.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub output: Option<serde_json::Value>,
-    /// What went wrong.
+    /// What went wrong, as the executor reported it.
     pub error: Option<String>,
-    /// Why the service ended it (a denial's reason, which deadline, the turn's end).
+    /// Why the service ended the call: the denial's reason, `approval_timeout`,
+    /// `execution_timeout`, `resume_deadline`, or the reason its turn ended.
     pub reason: Option<String>,
-}
-
-impl Sagas {
-    /// The session row; `None` before `session.created`.
-    pub fn session_view(&self) -> Option<SessionView> {
-        let session = self.session()?;
-        Some(SessionView {
-            conversation_id: session.conversation_id()?,
-            state: session.state()?,
-            conversation_state: session.conversation_state(),
-            root_agent_id: self.root_agent().and_then(Agent::id),
-            agent_ids: self.agent_views().iter().map(|a| a.id).collect(),
-            waiting_checkpoint_id: session.waiting_checkpoint_id(),
-            consecutive_errors: self.consecutive_errors(),
-            tokens_used: self.tokens_used(),
-            token_budget: session.token_budget(),
-        })
-    }
-
-    /// An agent row; `None` for an unknown agent.
-    pub fn agent_view(&self, agent_id: Uuid) -> Option<AgentView> {
-        let agent = self.agents().get(&agent_id)?;
-        Some(AgentView {
-            id: agent.id()?,
-            conversation_id: agent.conversation_id()?,
-            actor_id: agent.actor_id(),
-            role: agent.role()?,
-            state: self.agent_state(agent_id)?,
-            turn_epoch: agent.turn_epoch(),
-            active_turn_id: self.active_turn(agent_id).and_then(Turn::id),
-            head_status: match self.active_turn(agent_id).and_then(Turn::state) {
-                Some(TurnState::Dispatched) => HeadStatus::Dispatched,
-                Some(TurnState::Streaming) => HeadStatus::Running,
-                Some(TurnState::ToolExecuting) => HeadStatus::Suspended,
-                _ => HeadStatus::Idle,
-            },
-            queued_turn_ids: agent.inbox().to_vec(),
-            tokens_used: self.agent_tokens(agent_id),
-        })
-    }
-
-    /// Every agent row, by id.
-    pub fn agent_views(&self) -> Vec<AgentView> {
-        self.agents()
-            .keys()
-            .filter_map(|id| self.agent_view(*id))
-            .collect()
-    }
-
-    /// A turn row; `None` for an unknown turn.
-    pub fn turn_view(&self, turn_id: Uuid) -> Option<TurnView> {
-        let turn = self.turns().get(&turn_id)?;
-        Some(TurnView {
-            id: turn.id()?,
-            agent_id: turn.agent_id()?,
-            conversation_id: turn.conversation_id()?,
-            kind: turn.kind()?,
-            task_id: turn.task_id(),
-            input: turn.input()?.clone(),
-            state: turn.state()?,
-            turn_epoch: turn.turn_epoch(),
-            terminal_rune: turn.terminal_rune().map(str::to_string),
-            deliverable: turn.deliverable(),
-            deliverable_reason: turn.deliverable_reason().map(str::to_string),
-            lease: turn.lease().cloned(),
-            claims: turn.claims(),
-            input_tokens: turn.usage().map_or(0, |(input, _)| input),
-            output_tokens: turn.usage().map_or(0, |(_, output)| output),
-            tool_calls: self
-                .turn_tool_calls(turn_id)
-                .into_iter()
-                .filter_map(|call| self.call_view(call))
-                .collect(),
-        })
-    }
-
-    /// A tool call row by its instance id; `None` for an unknown call.
-    pub fn tool_call_view(&self, id: Uuid) -> Option<ToolCallView> {
-        self.call_view(self.tool_calls().get(&id)?)
-    }
-
-    fn call_view(&self, call: &ToolCall) -> Option<ToolCallView> {
-        let turn_id = call.turn_id()?;
-        Some(ToolCallView {
-            call_id: call.call_id()?.to_string(),
-            turn_id,
-            conversation_id: self.turns().get(&turn_id)?.conversation_id()?,
-            tool_name: call.tool_name().to_string(),
-            arguments: call.arguments().clone(),
-            state: call.state()?,
-            requires_approval: call.requires_approval(),
-            policy_reason: call.policy_reason().map(str::to_string),
-            approver: call.approver().map(str::to_string),
-            timeout_ms: call.timeout_ms(),
-            result: call.result().map(|r| ToolResultView {
-                status: r.status,
-                output: r.output.clone(),
-                error: r.error.clone(),
-                reason: r.reason.clone(),
-            }),
-            policy: call.policy().map(str::to_string),
-            reported_by: call.reported_by().map(str::to_string),
-            approvers: call
-                .requires_approval()
-                .then(|| call.approvers().iter().map(ToString::to_string).collect()),
-            on_behalf_of: call.on_behalf_of(),
-            comment: call.comment().map(str::to_string),
-        })
-    }
-
-    /// Every turn row, in enqueue order.
-    pub fn turn_views(&self) -> Vec<TurnView> {
-        self.turn_order()
-            .iter()
-            .filter_map(|id| self.turn_view(*id))
-            .collect()
-    }
-
-    /// The rows an outcome changed: each rune's instance, plus the agent of every turn
-    /// that changed (its composite state and active turn follow the turn).
-    pub fn touched(&self, outcome: &Outcome) -> BTreeSet<Instance> {
-        let mut touched = BTreeSet::new();
-        for rec in &outcome.runes {
-            touched.insert(rec.instance);
-            if let Instance::Turn(id) = rec.instance {
-                if let Some(agent) = self.turns().get(&id).and_then(Turn::agent_id) {
-                    touched.insert(Instance::Agent(agent));
-                }
-            }
-        }
-        touched
-    }
 }

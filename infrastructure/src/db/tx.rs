@@ -35,6 +35,14 @@ where
     q
 }
 
+/// Binds `args` to a SQLite statement written for SQLite.
+pub(crate) fn bind_sqlite<'q>(
+    q: Query<'q, Sqlite, sqlx::sqlite::SqliteArguments<'q>>,
+    args: Args,
+) -> Query<'q, Sqlite, sqlx::sqlite::SqliteArguments<'q>> {
+    bind(q, args)
+}
+
 /// A statement's SQL for one connection's dialect.
 pub(crate) struct Statement {
     pub(crate) sql: String,

@@ -6,10 +6,12 @@ use pm_application::log::LogPosition;
 use pm_application::sagas::{StoredConversation, StoredRune, StoredSnapshot, SAGA_ROLE};
 use pm_application::AppError;
 use pm_domain::actor::ActorRegistered;
-use pm_domain::saga::{Deadline, DeadlineKind, Instance, Recorded};
+use pm_domain::saga::{Deadline, Recorded};
 use pm_domain::types::ActorKind;
 use uuid::Uuid;
 
+use super::table::{decode, Ty};
+use super::tables::{ArmedDeadline, DEADLINES};
 use crate::db::{Args, DbRow};
 use crate::processor::store::store_error;
 use crate::Database;
@@ -180,23 +182,10 @@ pub async fn agent_conversation(db: &Database, agent_id: Uuid) -> Result<Option<
         .map_err(store_error)
 }
 
-const DEADLINE_COLUMNS: &str = "d.aggregate_type, d.aggregate_id::text AS aggregate_id, d.kind, \
-     d.conversation_id::text AS conversation_id, d.due_at, d.epoch";
-
+/// A deadline row as its conversation and the deadline.
 fn deadline(row: &DbRow) -> Result<(Uuid, Deadline), AppError> {
-    let aggregate_type = row.string("aggregate_type").map_err(store_error)?;
-    let id = row.uuid("aggregate_id").map_err(store_error)?;
-    let instance = Instance::from_parts(&aggregate_type, id)
-        .ok_or_else(|| corrupt("deadline", format!("aggregate type {aggregate_type}")))?;
-    let kind = row.string("kind").map_err(store_error)?;
-    let kind = DeadlineKind::parse(&kind).ok_or_else(|| corrupt("deadline", kind))?;
-    let deadline = Deadline {
-        instance,
-        kind,
-        due_at: row.time("due_at").map_err(store_error)?,
-        epoch: row.int("epoch").map_err(store_error)?,
-    };
-    Ok((row.uuid("conversation_id").map_err(store_error)?, deadline))
+    let armed: ArmedDeadline = decode(row).map_err(|e| corrupt("deadline", e))?;
+    Ok((armed.conversation_id, armed.deadline))
 }
 
 /// Deadlines due at `now`, oldest first.
@@ -206,8 +195,9 @@ pub async fn due(
     limit: u32,
 ) -> Result<Vec<(Uuid, Deadline)>, AppError> {
     let sql = format!(
-        "SELECT {DEADLINE_COLUMNS} FROM saga_deadlines d WHERE d.due_at <= $1::timestamptz \
-         ORDER BY d.due_at, d.aggregate_id LIMIT $2"
+        "SELECT {} FROM saga_deadlines WHERE due_at <= {} ORDER BY due_at, aggregate_id LIMIT $2",
+        DEADLINES.select_list(db.dialect()),
+        Ty::Time.param(db.dialect(), "$1"),
     );
     let rows = db
         .fetch_all(&sql, Args::new().time(&now).int(i64::from(limit)))
@@ -246,8 +236,9 @@ pub async fn recovering(
     let rows = db
         .fetch_all(
             &format!(
-                "SELECT {DEADLINE_COLUMNS} FROM saga_deadlines d \
-                 JOIN saga_sessions s ON s.conversation_id = d.conversation_id WHERE {open}"
+                "SELECT {} FROM saga_deadlines WHERE conversation_id IN \
+                 (SELECT s.conversation_id FROM saga_sessions s WHERE {open})",
+                DEADLINES.select_list(db.dialect()),
             ),
             Args::new(),
         )

@@ -4,23 +4,24 @@
 
 use std::collections::HashMap;
 
+use chrono::{DateTime, Utc};
 use pm_application::queries::{
     AgentFilter, AnomalyFilter, SagaReadStore, SessionFilter, ToolCallFilter, TurnFilter,
 };
+use pm_application::sagas::PlacedCall;
 use pm_application::scope::Scope;
 use pm_application::views::{
-    AgentView, AnomalyInstance, AnomalyView, LeaseView, List, Page, PageCursor, PageRequest,
-    SessionView, ToolCallView, ToolResultView, TurnView,
+    AgentView, AnomalyView, List, Page, PageCursor, PageRequest, SessionView, ToolCallView,
+    TurnView,
 };
 use pm_application::AppError;
-use pm_domain::saga::{
-    AgentRole, AgentState, ConversationState, HeadStatus, SessionState, ToolCallState, TurnKind,
-    TurnState,
-};
+use pm_domain::saga::ids;
 use pm_domain::time;
 use uuid::Uuid;
 
-use crate::db::{Arg, Args, DbRow, ROWS_PER_STATEMENT};
+use super::table::{decode, Row, Table, Ty};
+use super::tables::{AGENTS, ANOMALIES, SESSIONS, TOOL_CALLS, TURNS};
+use crate::db::{Arg, Args, ROWS_PER_STATEMENT};
 use crate::owners::scope_clause;
 use crate::processor::store::store_error;
 use crate::Database;
@@ -37,54 +38,65 @@ impl SagaReads {
         Self { db }
     }
 
-    async fn one<T>(
-        &self,
-        sql: &str,
-        id: Uuid,
-        decode: impl Fn(&DbRow) -> Result<T, sqlx::Error>,
-    ) -> Result<Option<T>, AppError> {
+    /// The row of `table` whose (first) key column is `id`.
+    async fn one<T: Row>(&self, table: &'static Table, id: Uuid) -> Result<Option<T>, AppError> {
+        let d = self.db.dialect();
+        let sql = format!(
+            "SELECT {} FROM {} WHERE {} = {}",
+            table.select_list(d),
+            table.read_from,
+            table.key.first().copied().unwrap_or("id"),
+            Ty::Uuid.param(d, "$1")
+        );
         let row = self
             .db
-            .fetch_optional(sql, Args::new().uuid(id))
+            .fetch_optional(&sql, Args::new().uuid(id))
             .await
             .map_err(store_error)?;
         row.as_ref().map(decode).transpose().map_err(store_error)
     }
 
-    /// A page of `table` rows matching the `filters` (column, value), oldest first.
-    async fn page<T>(
+    /// A page of a table's rows matching the `filters` (column, value), oldest first.
+    async fn page<T: Row>(
         &self,
         query: ListQuery<'_>,
         page: &PageRequest,
-        decode: impl Fn(&DbRow) -> Result<(T, Uuid, chrono::DateTime<chrono::Utc>), sqlx::Error>,
+        key: impl Fn(&T) -> (Uuid, DateTime<Utc>),
     ) -> Result<Page<T>, AppError> {
-        let mut sql = format!("SELECT {} FROM {} WHERE 1 = 1", query.columns, query.table);
+        let d = self.db.dialect();
+        let table = query.table;
+        let mut sql = format!(
+            "SELECT {} FROM {} WHERE 1 = 1",
+            table.select_list(d),
+            table.read_from
+        );
         let mut args = Args::new();
-        for (column, value, cast) in query.filters {
+        for (column, value) in query.filters {
             if let Some(value) = value {
+                let ty = table.ty(column).unwrap_or(Ty::Text);
                 let p = args.push(Arg::Text(Some(value)));
-                sql.push_str(&format!(" AND {column} = {p}{cast}"));
+                sql.push_str(&format!(" AND {column} = {}", ty.param(d, &p)));
             }
         }
         sql.push_str(&scope_clause(&mut args, "conversation_id", query.scope));
+        let id = table.key.first().copied().unwrap_or("id");
         if let Some(c) = &page.cursor {
-            let key = args.push(Arg::Text(Some(c.k.clone())));
-            let id = args.push(Arg::Text(Some(c.id.clone())));
+            let k = args.push(Arg::Text(Some(c.k.clone())));
+            let i = args.push(Arg::Text(Some(c.id.clone())));
             sql.push_str(&format!(
-                " AND (created_at, {}) > ({key}::timestamptz, {id}::uuid)",
-                query.key
+                " AND (created_at, {id}) > ({}, {})",
+                Ty::Time.param(d, &k),
+                Ty::Uuid.param(d, &i)
             ));
         }
         let limit = args.push(Arg::Int(Some(i64::from(page.limit) + 1)));
-        sql.push_str(&format!(
-            " ORDER BY created_at, {} LIMIT {limit}",
-            query.key
-        ));
+        sql.push_str(&format!(" ORDER BY created_at, {id} LIMIT {limit}"));
         let rows = self.db.fetch_all(&sql, args).await.map_err(store_error)?;
         let items = rows
             .iter()
             .map(|r| {
-                let (item, id, created_at) = decode(r)?;
+                let item: T = decode(r)?;
+                let (id, created_at) = key(&item);
                 let cursor = PageCursor {
                     l: query.list,
                     k: time::format(&created_at),
@@ -104,19 +116,25 @@ impl SagaReads {
         let mut calls: HashMap<Uuid, Vec<ToolCallView>> = HashMap::new();
         for chunk in turns.chunks(ROWS_PER_STATEMENT) {
             let mut args = Args::with_capacity(chunk.len());
+            let d = self.db.dialect();
             let ids: Vec<String> = chunk
                 .iter()
-                .map(|t| format!("{}::uuid", args.push(Arg::Text(Some(t.id.to_string())))))
+                .map(|t| Ty::Uuid.param(d, &args.push(Arg::Text(Some(t.id.to_string())))))
                 .collect();
             let sql = format!(
-                "SELECT {TOOL_CALL_COLUMNS} FROM saga_tool_calls WHERE turn_id IN ({}) \
+                "SELECT {} FROM {} WHERE turn_id IN ({}) \
                  ORDER BY turn_id, ordinal, created_at, id",
+                TOOL_CALLS.select_list(d),
+                TOOL_CALLS.read_from,
                 ids.join(", ")
             );
             let rows = self.db.fetch_all(&sql, args).await.map_err(store_error)?;
             for row in &rows {
-                let call = tool_call(row).map_err(store_error)?;
-                calls.entry(call.turn_id).or_default().push(call);
+                let placed: PlacedCall = decode(row).map_err(store_error)?;
+                calls
+                    .entry(placed.call.turn_id)
+                    .or_default()
+                    .push(placed.call);
             }
         }
         for turn in turns {
@@ -126,193 +144,13 @@ impl SagaReads {
     }
 }
 
-/// One list: its table, columns, filters (column, value, cast) and cursor kind.
+/// One list: its table, filters (column, value) and cursor kind.
 struct ListQuery<'a> {
-    table: &'a str,
-    /// The id column (the keyset's tie-breaker).
-    key: &'a str,
-    columns: &'a str,
-    filters: Vec<(&'a str, Option<String>, &'a str)>,
+    table: &'static Table,
+    filters: Vec<(&'a str, Option<String>)>,
     list: List,
     /// What the caller may see (every saga row has its `conversation_id`).
     scope: &'a Scope,
-}
-
-const SESSION_COLUMNS: &str = "conversation_id::text AS conversation_id, state, conversation_state, \
-     root_agent_id::text AS root_agent_id, agent_ids, waiting_checkpoint_id::text AS waiting_checkpoint_id, \
-     waiting_since, consecutive_errors::bigint AS consecutive_errors, tokens_used, token_budget, \
-     created_at, updated_at";
-
-const AGENT_COLUMNS: &str = "id::text AS id, conversation_id::text AS conversation_id, \
-     actor_id::text AS actor_id, role, state, turn_epoch, active_turn_id::text AS active_turn_id, \
-     queued_turn_ids, head_status, tokens_used, created_at, updated_at";
-
-const TURN_COLUMNS: &str = "id::text AS id, agent_id::text AS agent_id, \
-     conversation_id::text AS conversation_id, kind, task_id::text AS task_id, input, state, turn_epoch, \
-     terminal_rune, deliverable::text AS deliverable, deliverable_reason, lease_worker, lease_epoch, \
-     lease_expires_at, claims::bigint AS claims, input_tokens, output_tokens, created_at, updated_at";
-
-const TOOL_CALL_COLUMNS: &str = "id::text AS id, turn_id::text AS turn_id, \
-     conversation_id::text AS conversation_id, call_id, ordinal, tool_name, arguments, state, \
-     requires_approval, policy_reason, approver, timeout_ms, result, policy, reported_by, approvers, \
-     on_behalf_of::text AS on_behalf_of, comment, created_at, updated_at";
-
-const ANOMALY_COLUMNS: &str = "id::text AS id, conversation_id::text AS conversation_id, \
-     aggregate_type, aggregate_id::text AS aggregate_id, sequence, state, fact, reason, \
-     causation_id, created_at";
-
-fn decode_error(col: &str, e: impl std::fmt::Display) -> sqlx::Error {
-    sqlx::Error::ColumnDecode {
-        index: col.to_string(),
-        source: e.to_string().into(),
-    }
-}
-
-fn parsed<T>(row: &DbRow, col: &str, parse: fn(&str) -> Option<T>) -> Result<T, sqlx::Error> {
-    let raw = row.string(col)?;
-    parse(&raw).ok_or_else(|| decode_error(col, format!("unknown value {raw}")))
-}
-
-fn ids(row: &DbRow, col: &str) -> Result<Vec<Uuid>, sqlx::Error> {
-    serde_json::from_str(&row.string(col)?).map_err(|e| decode_error(col, e))
-}
-
-fn session(row: &DbRow) -> Result<SessionView, sqlx::Error> {
-    let conversation_state = row
-        .opt_string("conversation_state")?
-        .map(|raw| {
-            ConversationState::parse(&raw)
-                .ok_or_else(|| decode_error("conversation_state", format!("unknown value {raw}")))
-        })
-        .transpose()?;
-    Ok(SessionView {
-        conversation_id: row.uuid("conversation_id")?,
-        state: parsed(row, "state", SessionState::parse)?,
-        conversation_state,
-        root_agent_id: row.opt_uuid("root_agent_id")?,
-        agent_ids: ids(row, "agent_ids")?,
-        waiting_checkpoint_id: row.opt_uuid("waiting_checkpoint_id")?,
-        waiting_since: row.opt_time("waiting_since")?,
-        consecutive_errors: u32::try_from(row.int("consecutive_errors")?)
-            .map_err(|e| decode_error("consecutive_errors", e))?,
-        tokens_used: count(row, "tokens_used")?,
-        token_budget: row
-            .opt_int("token_budget")?
-            .map(|b| u64::try_from(b).map_err(|e| decode_error("token_budget", e)))
-            .transpose()?,
-        created_at: row.time("created_at")?,
-        updated_at: row.time("updated_at")?,
-    })
-}
-
-fn agent(row: &DbRow) -> Result<AgentView, sqlx::Error> {
-    Ok(AgentView {
-        id: row.uuid("id")?,
-        conversation_id: row.uuid("conversation_id")?,
-        actor_id: row.opt_uuid("actor_id")?,
-        role: parsed(row, "role", AgentRole::parse)?,
-        state: parsed(row, "state", AgentState::parse)?,
-        turn_epoch: row.int("turn_epoch")?,
-        active_turn_id: row.opt_uuid("active_turn_id")?,
-        head_status: parsed(row, "head_status", HeadStatus::parse)?,
-        queued_turn_ids: ids(row, "queued_turn_ids")?,
-        tokens_used: count(row, "tokens_used")?,
-        created_at: row.time("created_at")?,
-        updated_at: row.time("updated_at")?,
-    })
-}
-
-fn turn(row: &DbRow) -> Result<TurnView, sqlx::Error> {
-    Ok(TurnView {
-        id: row.uuid("id")?,
-        agent_id: row.uuid("agent_id")?,
-        conversation_id: row.uuid("conversation_id")?,
-        kind: parsed(row, "kind", TurnKind::parse)?,
-        task_id: row.opt_uuid("task_id")?,
-        input: serde_json::from_str(&row.string("input")?).map_err(|e| decode_error("input", e))?,
-        state: parsed(row, "state", TurnState::parse)?,
-        turn_epoch: row.opt_int("turn_epoch")?,
-        terminal_rune: row.opt_string("terminal_rune")?,
-        deliverable: row.opt_uuid("deliverable")?,
-        deliverable_reason: row.opt_string("deliverable_reason")?,
-        lease: match (
-            row.opt_string("lease_worker")?,
-            row.opt_int("lease_epoch")?,
-            row.opt_time("lease_expires_at")?,
-        ) {
-            (Some(worker), Some(turn_epoch), Some(lease_expires_at)) => Some(LeaseView {
-                worker,
-                turn_epoch,
-                lease_expires_at,
-            }),
-            _ => None,
-        },
-        claims: count(row, "claims")?,
-        input_tokens: count(row, "input_tokens")?,
-        output_tokens: count(row, "output_tokens")?,
-        // Filled by `SagaReads::with_calls`.
-        tool_calls: Vec::new(),
-        created_at: row.time("created_at")?,
-        updated_at: row.time("updated_at")?,
-    })
-}
-
-fn tool_call(row: &DbRow) -> Result<ToolCallView, sqlx::Error> {
-    let result: Option<ToolResultView> = row
-        .opt_string("result")?
-        .map(|raw| serde_json::from_str(&raw).map_err(|e| decode_error("result", e)))
-        .transpose()?;
-    Ok(ToolCallView {
-        call_id: row.string("call_id")?,
-        turn_id: row.uuid("turn_id")?,
-        conversation_id: row.uuid("conversation_id")?,
-        tool_name: row.string("tool_name")?,
-        arguments: row.parsed("arguments", |raw| serde_json::from_str(raw))?,
-        state: parsed(row, "state", ToolCallState::parse)?,
-        requires_approval: row.bool("requires_approval")?,
-        policy_reason: row.opt_string("policy_reason")?,
-        approver: row.opt_string("approver")?,
-        timeout_ms: row
-            .opt_int("timeout_ms")?
-            .map(|ms| u64::try_from(ms).map_err(|e| decode_error("timeout_ms", e)))
-            .transpose()?,
-        result,
-        policy: row.opt_string("policy")?,
-        reported_by: row.opt_string("reported_by")?,
-        approvers: row
-            .opt_string("approvers")?
-            .map(|raw| serde_json::from_str(&raw).map_err(|e| decode_error("approvers", e)))
-            .transpose()?,
-        on_behalf_of: row.opt_uuid("on_behalf_of")?,
-        comment: row.opt_string("comment")?,
-        created_at: row.time("created_at")?,
-        updated_at: row.time("updated_at")?,
-    })
-}
-
-/// A non-negative count column.
-fn count<T: TryFrom<i64>>(row: &DbRow, col: &str) -> Result<T, sqlx::Error>
-where
-    T::Error: std::fmt::Display,
-{
-    T::try_from(row.int(col)?).map_err(|e| decode_error(col, e))
-}
-
-fn anomaly(row: &DbRow) -> Result<AnomalyView, sqlx::Error> {
-    Ok(AnomalyView {
-        id: row.uuid("id")?,
-        conversation_id: row.uuid("conversation_id")?,
-        instance: AnomalyInstance {
-            aggregate_type: row.string("aggregate_type")?,
-            id: row.uuid("aggregate_id")?,
-        },
-        sequence: row.int("sequence")?,
-        state: row.string("state")?,
-        fact: row.string("fact")?,
-        reason: row.string("reason")?,
-        causation_id: row.opt_string("causation_id")?,
-        created_at: row.time("created_at")?,
-    })
 }
 
 fn text(id: Option<Uuid>) -> Option<String> {
@@ -321,9 +159,7 @@ fn text(id: Option<Uuid>) -> Option<String> {
 
 impl SagaReadStore for SagaReads {
     async fn session(&self, conversation_id: Uuid) -> Result<Option<SessionView>, AppError> {
-        let sql =
-            format!("SELECT {SESSION_COLUMNS} FROM saga_sessions WHERE conversation_id = $1::uuid");
-        self.one(&sql, conversation_id, session).await
+        self.one(&SESSIONS, conversation_id).await
     }
 
     async fn sessions(
@@ -333,24 +169,19 @@ impl SagaReadStore for SagaReads {
         page: &PageRequest,
     ) -> Result<Page<SessionView>, AppError> {
         let query = ListQuery {
-            table: "saga_sessions",
-            key: "conversation_id",
-            columns: SESSION_COLUMNS,
+            table: &SESSIONS,
             filters: vec![
-                ("state", filter.state.map(|s| s.as_str().into()), ""),
+                ("state", filter.state.map(|s| s.as_str().into())),
                 (
                     "conversation_state",
                     filter.conversation_state.map(|s| s.as_str().into()),
-                    "",
                 ),
             ],
             list: List::Sessions,
             scope,
         };
-        self.page(query, page, |r| {
-            let s = session(r)?;
-            let (id, at) = (s.conversation_id, s.created_at);
-            Ok((s, id, at))
+        self.page(query, page, |s: &SessionView| {
+            (s.conversation_id, s.created_at)
         })
         .await
     }
@@ -362,29 +193,21 @@ impl SagaReadStore for SagaReads {
         page: &PageRequest,
     ) -> Result<Page<AgentView>, AppError> {
         let query = ListQuery {
-            // The view: its `queued_turn_ids` is the agent's inbox rows.
-            table: "agents",
-            key: "id",
-            columns: AGENT_COLUMNS,
+            table: &AGENTS,
             filters: vec![
-                ("conversation_id", text(filter.conversation_id), "::uuid"),
-                ("actor_id", text(filter.actor_id), "::uuid"),
-                ("state", filter.state.map(|s| s.as_str().into()), ""),
+                ("conversation_id", text(filter.conversation_id)),
+                ("actor_id", text(filter.actor_id)),
+                ("state", filter.state.map(|s| s.as_str().into())),
             ],
             list: List::Agents,
             scope,
         };
-        self.page(query, page, |r| {
-            let a = agent(r)?;
-            let (id, at) = (a.id, a.created_at);
-            Ok((a, id, at))
-        })
-        .await
+        self.page(query, page, |a: &AgentView| (a.id, a.created_at))
+            .await
     }
 
     async fn agent(&self, id: Uuid) -> Result<Option<AgentView>, AppError> {
-        let sql = format!("SELECT {AGENT_COLUMNS} FROM agents WHERE id = $1::uuid");
-        self.one(&sql, id, agent).await
+        self.one(&AGENTS, id).await
     }
 
     async fn turns(
@@ -394,32 +217,25 @@ impl SagaReadStore for SagaReads {
         page: &PageRequest,
     ) -> Result<Page<TurnView>, AppError> {
         let query = ListQuery {
-            table: "saga_turns",
-            key: "id",
-            columns: TURN_COLUMNS,
+            table: &TURNS,
             filters: vec![
-                ("conversation_id", text(filter.conversation_id), "::uuid"),
-                ("agent_id", text(filter.agent_id), "::uuid"),
-                ("task_id", text(filter.task_id), "::uuid"),
-                ("state", filter.state.map(|s| s.as_str().into()), ""),
+                ("conversation_id", text(filter.conversation_id)),
+                ("agent_id", text(filter.agent_id)),
+                ("task_id", text(filter.task_id)),
+                ("state", filter.state.map(|s| s.as_str().into())),
             ],
             list: List::Turns,
             scope,
         };
         let mut found = self
-            .page(query, page, |r| {
-                let t = turn(r)?;
-                let (id, at) = (t.id, t.created_at);
-                Ok((t, id, at))
-            })
+            .page(query, page, |t: &TurnView| (t.id, t.created_at))
             .await?;
         self.with_calls(&mut found.items).await?;
         Ok(found)
     }
 
     async fn turn(&self, id: Uuid) -> Result<Option<TurnView>, AppError> {
-        let sql = format!("SELECT {TURN_COLUMNS} FROM saga_turns WHERE id = $1::uuid");
-        let Some(mut found) = self.one(&sql, id, turn).await? else {
+        let Some(mut found) = self.one::<TurnView>(&TURNS, id).await? else {
             return Ok(None);
         };
         self.with_calls(std::slice::from_mut(&mut found)).await?;
@@ -433,23 +249,25 @@ impl SagaReadStore for SagaReads {
         page: &PageRequest,
     ) -> Result<Page<ToolCallView>, AppError> {
         let query = ListQuery {
-            table: "saga_tool_calls",
-            key: "id",
-            columns: TOOL_CALL_COLUMNS,
+            table: &TOOL_CALLS,
             filters: vec![
-                ("state", filter.state.map(|s| s.as_str().into()), ""),
-                ("conversation_id", text(filter.conversation_id), "::uuid"),
-                ("turn_id", text(filter.turn_id), "::uuid"),
+                ("state", filter.state.map(|s| s.as_str().into())),
+                ("conversation_id", text(filter.conversation_id)),
+                ("turn_id", text(filter.turn_id)),
             ],
             list: List::ToolCalls,
             scope,
         };
-        self.page(query, page, |r| {
-            let c = tool_call(r)?;
-            let (id, at) = (r.uuid("id")?, c.created_at);
-            Ok((c, id, at))
-        })
-        .await
+        let found = self
+            .page(query, page, |c: &PlacedCall| {
+                let call = &c.call;
+                (
+                    ids::tool_call_id(call.turn_id, &call.call_id),
+                    call.created_at,
+                )
+            })
+            .await?;
+        Ok(found.map(|c| c.call))
     }
 
     async fn anomalies(
@@ -459,18 +277,12 @@ impl SagaReadStore for SagaReads {
         page: &PageRequest,
     ) -> Result<Page<AnomalyView>, AppError> {
         let query = ListQuery {
-            table: "saga_anomalies",
-            key: "id",
-            columns: ANOMALY_COLUMNS,
-            filters: vec![("conversation_id", text(filter.conversation_id), "::uuid")],
+            table: &ANOMALIES,
+            filters: vec![("conversation_id", text(filter.conversation_id))],
             list: List::Anomalies,
             scope,
         };
-        self.page(query, page, |r| {
-            let a = anomaly(r)?;
-            let (id, at) = (a.id, a.created_at);
-            Ok((a, id, at))
-        })
-        .await
+        self.page(query, page, |a: &AnomalyView| (a.id, a.created_at))
+            .await
     }
 }

@@ -37,7 +37,7 @@ fn usage(turn_epoch: i64, input_tokens: u64, output_tokens: u64) -> WorkerOp {
 fn given_a_budget_when_the_session_is_created_then_its_config_and_view_carry_it() {
     let w = budgeted(Some(1000));
     assert_eq!(w.session().token_budget(), Some(1000));
-    let view = w.sagas.session_view().expect("session");
+    let view = w.sagas.session_view(w.now).expect("session");
     assert_eq!((view.tokens_used, view.token_budget), (0, Some(1000)));
     assert_eq!(budgeted(None).session().token_budget(), None);
 }
@@ -51,10 +51,13 @@ fn given_usage_below_the_budget_when_reported_then_it_adds_up_on_turn_agent_and_
     assert_eq!(names(&out), ["turn.usage_reported"]);
     assert_eq!(w.turn(turn).usage(), Some((130, 25)));
     assert_eq!(
-        w.sagas.agent_view(w.root()).map(|a| a.tokens_used),
+        w.sagas.agent_view(w.root(), w.now).map(|a| a.tokens_used),
         Some(155)
     );
-    assert_eq!(w.sagas.session_view().map(|s| s.tokens_used), Some(155));
+    assert_eq!(
+        w.sagas.session_view(w.now).map(|s| s.tokens_used),
+        Some(155)
+    );
     assert_eq!(w.state(), Some(SessionState::Active));
 }
 

@@ -178,7 +178,7 @@ fn given_a_claimed_turn_when_it_reports_calls_then_the_runes_in_order_and_the_tu
     );
     assert_eq!(w.turn_state(turn), Some(TurnState::ToolExecuting));
     assert_eq!(w.turn(turn).lease(), None, "the worker's lease ended");
-    let agent = w.sagas.agent_view(w.root()).expect("agent");
+    let agent = w.sagas.agent_view(w.root(), w.now).expect("agent");
     assert_eq!(agent.head_status, HeadStatus::Suspended);
     assert_eq!(call_state(&w, turn, "a"), Some(ToolCallState::Executing));
     assert_eq!(
@@ -196,7 +196,7 @@ fn given_a_claimed_turn_when_it_reports_calls_then_the_runes_in_order_and_the_tu
     let approval = call_row(&w, turn, "b", DeadlineKind::ToolApproval).expect("armed");
     assert_eq!(approval.due_at, w.now + w.config.tool_approval_timeout);
     assert_eq!(out.leases.len(), 1, "decided on the live lease");
-    let view = w.sagas.turn_view(turn).expect("view");
+    let view = w.sagas.turn_view(turn, w.now).expect("view");
     let calls: Vec<_> = view.tool_calls.iter().map(|c| c.call_id.as_str()).collect();
     assert_eq!(calls, ["a", "b"]);
     assert_eq!(
@@ -268,7 +268,7 @@ fn given_a_call_awaiting_approval_when_approved_then_it_executes_under_its_own_t
     let out = w.request(turn, approve("b")).expect("approved");
     assert_eq!(names(&out), ["tool.approved"]);
     assert_eq!(call_state(&w, turn, "b"), Some(ToolCallState::Executing));
-    let view = w.sagas.turn_view(turn).expect("view");
+    let view = w.sagas.turn_view(turn, w.now).expect("view");
     assert_eq!(view.tool_calls[0].approver.as_deref(), Some("alice"));
     assert!(call_row(&w, turn, "b", DeadlineKind::ToolApproval).is_none());
     let exec = call_row(&w, turn, "b", DeadlineKind::ToolExecution).expect("armed");
@@ -358,7 +358,7 @@ fn given_an_executing_call_when_its_result_then_tool_result_and_the_last_resumes
         .is_some());
     let (next, _) = w.claim(turn);
     assert!(next > epoch, "a higher epoch");
-    let view = w.sagas.turn_view(turn).expect("view");
+    let view = w.sagas.turn_view(turn, w.now).expect("view");
     let results: Vec<_> = view.tool_calls.iter().map(|c| c.result.clone()).collect();
     assert!(
         results.iter().all(Option::is_some),

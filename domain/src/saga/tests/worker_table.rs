@@ -148,7 +148,7 @@ fn given_dispatched_conversation_turn_when_claimed_then_started_and_claimed_unde
     assert_eq!((turn_ref.claims(), turn_ref.turn_epoch()), (1, Some(2)));
     assert!(!turn_ref.is_claimable(), "a leased turn is not claimable");
     assert!(out.leases.is_empty(), "a claim relies on no earlier lease");
-    let view = w.sagas.turn_view(turn).expect("a turn row");
+    let view = w.sagas.turn_view(turn, w.now).expect("a turn row");
     let lease = view.lease.expect("the row shows the lease");
     assert_eq!(
         (
@@ -347,7 +347,7 @@ fn given_claimed_turn_when_released_then_released_the_lease_disarmed_and_claimab
     assert_eq!(w.turn_state(turn), Some(TurnState::Streaming));
     assert!(w.turn(turn).is_claimable());
     assert_eq!(w.turn(turn).lease(), None);
-    assert_eq!(w.sagas.turn_view(turn).and_then(|v| v.lease), None);
+    assert_eq!(w.sagas.turn_view(turn, w.now).and_then(|v| v.lease), None);
 }
 
 #[test]
@@ -540,7 +540,7 @@ fn given_claimed_turn_when_usage_reported_then_it_adds_up_across_claims_and_turn
     let (second, _) = w.claim(turn);
     w.request(turn, usage(second, 10, 3)).expect("reported");
     assert_eq!(w.turn(turn).usage(), Some((115, 24)));
-    let view = w.sagas.turn_view(turn).expect("a turn row");
+    let view = w.sagas.turn_view(turn, w.now).expect("a turn row");
     assert_eq!((view.input_tokens, view.output_tokens), (115, 24));
     w.llm_says();
     let (_, out) = w.checkpoint(C::BeginWork);
@@ -572,7 +572,7 @@ fn given_no_usage_reported_when_completed_then_usage_has_no_token_fields() {
     assert_eq!((c.usage.input_tokens, c.usage.output_tokens), (None, None));
     let usage = serde_json::to_value(c.usage).expect("serializes");
     assert_eq!(usage, serde_json::json!({"messages": 0}));
-    let view = w.sagas.turn_view(turn).expect("a turn row");
+    let view = w.sagas.turn_view(turn, w.now).expect("a turn row");
     assert_eq!((view.input_tokens, view.output_tokens), (0, 0));
 }
 
@@ -974,7 +974,12 @@ fn given_task_checkpoint_fenced_to_a_turn_not_the_tasks_current_when_created_the
 
 #[test]
 fn given_root_agent_when_its_turn_is_dispatched_claimed_and_ended_then_head_status_follows() {
-    let head = |w: &World| w.sagas.agent_view(w.root()).expect("a row").head_status;
+    let head = |w: &World| {
+        w.sagas
+            .agent_view(w.root(), w.now)
+            .expect("a row")
+            .head_status
+    };
     let mut w = World::started();
     assert_eq!(head(&w), HeadStatus::Idle);
     w.human_says();
@@ -987,11 +992,16 @@ fn given_root_agent_when_its_turn_is_dispatched_claimed_and_ended_then_head_stat
     w.checkpoint(C::BeginWork);
     assert_eq!(head(&w), HeadStatus::Idle);
     let (task, _) = w.task(Some(id(W)));
-    let worker = |w: &World| w.sagas.agent_view(w.worker()).expect("a row").head_status;
+    let worker = |w: &World| {
+        w.sagas
+            .agent_view(w.worker(), w.now)
+            .expect("a row")
+            .head_status
+    };
     assert_eq!(worker(&w), HeadStatus::Dispatched);
     w.task_checkpoint(task, K::WorkStarted);
     assert_eq!(worker(&w), HeadStatus::Running);
-    let rows = serde_json::to_value(w.sagas.agent_view(w.worker())).expect("serializes");
+    let rows = serde_json::to_value(w.sagas.agent_view(w.worker(), w.now)).expect("serializes");
     assert_eq!(rows["head_status"], "running");
 }
 
