@@ -13,9 +13,11 @@ use crate::AppError;
 mod json;
 #[cfg(test)]
 pub(crate) mod memory;
+mod metadata;
 pub mod tail;
 
 pub use json::Json;
+pub use metadata::LoggedMetadata;
 
 /// An event's place in the global log: a number that grows in commit order (appends take
 /// one lock until they commit, so the number each row is given is also the order in which
@@ -86,7 +88,8 @@ pub struct LoggedEvent {
     /// read once by the log tail and handed to every processor of the process, each of
     /// which takes its own copy of the event; parsed when first read ([`Json`]).
     pub payload: Json,
-    /// Correlation id, causation id, role, principal, server time (as `payload`).
+    /// Correlation id, causation id, role, principal, server time (as `payload`); read
+    /// through [`LoggedEvent::meta`].
     pub metadata: Json,
     /// The conversation the event belongs to, if any.
     pub conversation_id: Option<Uuid>,
@@ -97,18 +100,20 @@ pub struct LoggedEvent {
 }
 
 impl LoggedEvent {
+    /// Its metadata, read by the types of its fields.
+    pub fn meta(&self) -> LoggedMetadata<'_> {
+        LoggedMetadata::new(&self.metadata)
+    }
+
     /// The server time the event was recorded at (its metadata's `recorded_at`).
     pub fn recorded_at(&self) -> Option<chrono::DateTime<chrono::Utc>> {
-        let raw = self.metadata.get("recorded_at")?.as_str()?;
-        chrono::DateTime::parse_from_rfc3339(raw)
-            .ok()
-            .map(|t| t.with_timezone(&chrono::Utc))
+        self.meta().recorded_at()
     }
 
     /// The principal its metadata names (TRUST.md "The log says who"); `None` for an
     /// event written before events recorded one.
     pub fn principal(&self) -> Option<&str> {
-        self.metadata.get("principal")?.as_str()
+        self.meta().principal()
     }
 }
 

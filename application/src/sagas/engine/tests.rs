@@ -39,6 +39,8 @@ struct Stored {
     loaded_runes: Vec<usize>,
     /// A conversation another writer moves on before every commit that touches it.
     contended: Option<Uuid>,
+    /// What the next commits answer, in order, before anything is checked or written.
+    scripted: Vec<fn() -> CommitError>,
 }
 
 /// A commit of `conversation` waits at the gate until released.
@@ -170,6 +172,9 @@ impl SagaStore for FakeStore {
             self.gate.release.notified().await;
         }
         self.with(|s| {
+            if !s.scripted.is_empty() {
+                return Err((s.scripted.remove(0))());
+            }
             if let Some((from, _)) = batch {
                 if s.cursor != from {
                     return Err(CommitError::CursorMoved);
@@ -845,3 +850,5 @@ async fn given_a_snapshot_that_does_not_read_when_the_conversation_is_loaded_the
         World::runes_after(&control, runes_before)
     );
 }
+
+mod attempt;
