@@ -14,6 +14,7 @@ use pm_application::sagas::ClaimFilter;
 use pm_application::views::{ConversationView, TaskDetail, ToolCallView, TurnView};
 use pm_application::workers::{why_fenced, ClaimRequest, Refused};
 use pm_domain::checkpoint::ConversationCheckpointCreated;
+use pm_domain::limits::{is_short_text, LEASE_MS, MAX_CLAIM_WAIT_MS, MAX_WORKER_NAME};
 use pm_domain::message::MessageAdded;
 use pm_domain::saga::{TurnInput, TurnKind, WorkerOp};
 use pm_domain::text::Label;
@@ -25,11 +26,6 @@ use super::commands::EVENT_POSITION;
 use crate::error::ApiError;
 use crate::extract::{parse_json, path_uuid, turn_fence, Ctx, RawBody, INVALID_TURN_FENCE};
 use crate::state::AppState;
-
-/// The longest a claim waits.
-const MAX_WAIT_MS: u64 = 30_000;
-/// The shortest and longest lease.
-const LEASE_MS: std::ops::RangeInclusive<u64> = 1_000..=600_000;
 
 /// The body of `POST /v1/turns/claim` (every field optional).
 #[derive(Debug, Default, Deserialize, ToSchema)]
@@ -251,18 +247,18 @@ pub async fn claim(
 ) -> Result<Response, ApiError> {
     let body: ClaimBody = body_or_default(&body)?;
     let wait_ms = body.wait_ms.unwrap_or(0);
-    if wait_ms > MAX_WAIT_MS {
+    if wait_ms > MAX_CLAIM_WAIT_MS {
         return Err(ApiError::validation(
             "wait_ms",
-            format!("must be between 0 and {MAX_WAIT_MS}"),
+            format!("must be between 0 and {MAX_CLAIM_WAIT_MS}"),
         ));
     }
     let worker = body.worker.unwrap_or_else(|| ctx.0.principal.clone());
     // NUL too: PostgreSQL's text cannot hold it (the claim would fail as a 500).
-    if worker.trim().is_empty() || worker.chars().count() > 200 || worker.contains('\0') {
+    if !is_short_text(&worker, MAX_WORKER_NAME) {
         return Err(ApiError::validation(
             "worker",
-            "must be 1 to 200 characters, without the NUL character",
+            format!("must be 1 to {MAX_WORKER_NAME} characters, without the NUL character"),
         ));
     }
     let request = ClaimRequest {
