@@ -209,7 +209,7 @@ pub struct Config {
     /// A worker's lease on a claimed turn when the claim or heartbeat names none, in
     /// milliseconds (1000–600000).
     #[arg(long, env = "PM_TURN_LEASE_MS", default_value_t = 30_000,
-          value_parser = clap::value_parser!(u64).range(1_000..=600_000))]
+          value_parser = clap::value_parser!(u64).range(pm_domain::limits::LEASE_MS))]
     pub turn_lease_ms: u64,
 
     /// Tokens each new session may spend (workers report usage); reaching it suspends

@@ -5,10 +5,12 @@
 //! when it rings instead of long-polling; a missed ring (NATS away, a subscriber late)
 //! costs them only their own poll interval.
 //!
-//! The rings follow the log's tail: `agent.turn_dispatched` names the agent; a turn made
-//! claimable again (`turn.released`, `turn.lease_expired`, `turn.tools_finished`) is looked
-//! up for its agent; a session resumed or unsuspended rings for each of its claimable
-//! turns. Publishing never blocks the service: the client buffers while NATS reconnects.
+//! The rings follow the log's tail, on the domain's runes after which a turn may have
+//! become claimable ([`CLAIMABLE_AFTER`]): `agent.turn_dispatched` names the agent; a turn
+//! made claimable again (`turn.released`, `turn.lease_expired`, `turn.tools_finished`) is
+//! looked up for its agent; a session resumed or unsuspended rings for each of its
+//! claimable turns. Publishing never blocks the service: the client buffers while NATS
+//! reconnects.
 
 use pm_application::scope::Scope;
 use std::sync::Arc;
@@ -17,11 +19,8 @@ use pm_application::log::tail::Batch;
 use pm_application::log::LoggedEvent;
 use pm_application::queries::{SagaReadStore, TurnFilter};
 use pm_application::views::{PageRequest, TurnView};
-use pm_domain::saga::rune::{
-    AGENT_TURN_DISPATCHED, SESSION_RESUMED, SESSION_UNSUSPENDED, TURN_LEASE_EXPIRED, TURN_RELEASED,
-    TURN_TOOLS_FINISHED,
-};
-use pm_domain::saga::TurnState;
+use pm_domain::saga::rune::AGENT_TURN_DISPATCHED;
+use pm_domain::saga::{SessionRune, TurnRune, CLAIMABLE_AFTER};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -77,12 +76,40 @@ pub fn spawn(
     })
 }
 
+/// How a rune of [`CLAIMABLE_AFTER`] names the turns it may have made claimable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reach {
+    /// A dispatch: its agent's rune names the agent, the turn and the epoch.
+    Dispatch,
+    /// A turn's rune: the turn's row names its agent.
+    Turn,
+    /// A session's rune: every turn of its conversation.
+    Session,
+}
+
+/// Where the doorbells of `event_type` are to be found; `None` for a rune after which no
+/// turn becomes claimable.
+fn reach(event_type: &str) -> Option<Reach> {
+    if !CLAIMABLE_AFTER.contains(&event_type) {
+        return None;
+    }
+    if event_type == AGENT_TURN_DISPATCHED {
+        Some(Reach::Dispatch)
+    } else if TurnRune::NAMES.contains(&event_type) {
+        Some(Reach::Turn)
+    } else if SessionRune::NAMES.contains(&event_type) {
+        Some(Reach::Session)
+    } else {
+        None
+    }
+}
+
 /// The doorbells `event` rings: (agent, turn, epoch).
 async fn rings(state: &AppState, event: &LoggedEvent) -> Vec<(Uuid, Uuid, Option<i64>)> {
     let reads = state.queries.sagas_unchecked();
     let id = || Uuid::parse_str(&event.aggregate_id).ok();
-    match event.event_type.as_str() {
-        AGENT_TURN_DISPATCHED => {
+    match reach(&event.event_type) {
+        Some(Reach::Dispatch) => {
             let turn = event.payload["turn_id"]
                 .as_str()
                 .and_then(|s| s.parse().ok());
@@ -93,7 +120,7 @@ async fn rings(state: &AppState, event: &LoggedEvent) -> Vec<(Uuid, Uuid, Option
                 _ => Vec::new(),
             }
         }
-        TURN_RELEASED | TURN_LEASE_EXPIRED | TURN_TOOLS_FINISHED => {
+        Some(Reach::Turn) => {
             let Some(turn) = id() else { return Vec::new() };
             match reads.turn(turn).await {
                 Ok(Some(t)) if claimable(&t) => vec![(t.agent_id, t.id, t.turn_epoch)],
@@ -104,7 +131,7 @@ async fn rings(state: &AppState, event: &LoggedEvent) -> Vec<(Uuid, Uuid, Option
                 }
             }
         }
-        SESSION_RESUMED | SESSION_UNSUSPENDED => {
+        Some(Reach::Session) => {
             let Some(conversation) = event.conversation_id else {
                 return Vec::new();
             };
@@ -129,17 +156,14 @@ async fn rings(state: &AppState, event: &LoggedEvent) -> Vec<(Uuid, Uuid, Option
                 }
             }
         }
-        _ => Vec::new(),
+        None => Vec::new(),
     }
 }
 
-/// WORKERS.md's claimable, as the turn's row shows it (the session's say is the claim's).
+/// WORKERS.md's claimable ([`pm_domain::saga::claimable`]), as the turn's row shows it
+/// (the session's say is the claim's).
 fn claimable(turn: &TurnView) -> bool {
-    match turn.state {
-        TurnState::Dispatched => true,
-        TurnState::Streaming => turn.lease.is_none(),
-        _ => false,
-    }
+    pm_domain::saga::claimable(turn.state, turn.lease.is_some())
 }
 
 async fn ring(nats: &async_nats::Client, agent: Uuid, turn: Uuid, epoch: Option<i64>) {
@@ -155,5 +179,41 @@ async fn ring(nats: &async_nats::Client, agent: Uuid, turn: Uuid, epoch: Option<
     match sent {
         Ok(()) => metrics::counter!("pm_doorbells_total").increment(1),
         Err(e) => tracing::warn!(error = %e, %agent, "a doorbell was not sent"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pm_domain::saga::rune::{TURN_CLAIMED, TURN_DISPATCHED, TURN_STARTED};
+
+    #[test]
+    fn given_each_rune_after_which_a_turn_may_be_claimable_then_the_doorbells_know_where_it_rings()
+    {
+        for rune in CLAIMABLE_AFTER {
+            assert!(reach(rune).is_some(), "{rune}: no doorbell");
+        }
+        assert_eq!(reach(AGENT_TURN_DISPATCHED), Some(Reach::Dispatch));
+        assert_eq!(
+            reach(pm_domain::saga::rune::TURN_RELEASED),
+            Some(Reach::Turn)
+        );
+        assert_eq!(
+            reach(pm_domain::saga::rune::SESSION_RESUMED),
+            Some(Reach::Session)
+        );
+    }
+
+    #[test]
+    fn given_a_rune_after_which_no_turn_becomes_claimable_then_no_doorbell() {
+        // `turn.dispatched` comes with `agent.turn_dispatched`, which rings: one ring a dispatch.
+        for rune in [
+            TURN_DISPATCHED,
+            TURN_STARTED,
+            TURN_CLAIMED,
+            "project_manager.task.created",
+        ] {
+            assert_eq!(reach(rune), None, "{rune}");
+        }
     }
 }

@@ -16,31 +16,28 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use pm_domain::saga::{ControlError, FenceCheck, Fenced, Lease, TurnView as SagaTurn, WorkerOp};
+use pm_domain::saga::{
+    ControlError, FenceCheck, Fenced, Lease, TurnView as SagaTurn, WorkerOp, CLAIMABLE_AFTER,
+};
 use tokio::sync::watch;
 use uuid::Uuid;
 
 use crate::bus::EventMetadata;
-use crate::log::LogPosition;
+use crate::log::{LogPosition, LogReader};
+use crate::processor::ProcessorStore;
+use crate::queries::{Queries, ReadModelStore, SagaReadStore};
 use crate::sagas::{ClaimFilter, ClaimableTurn, SagaEngine, SagaStore};
 use crate::views::TurnView;
 use crate::AppError;
 
+mod context;
+
+pub use context::{claim_context, ClaimContext};
+
 /// Candidates one claim attempt reads at most.
 const CANDIDATES: u32 = 16;
 
-/// The runes after which a turn may have become claimable (WORKERS.md): a dispatch, a
-/// claim that ended without ending the turn, a session that became active again.
-pub const CLAIMABLE_AFTER: &[&str] = &[
-    pm_domain::saga::rune::TURN_DISPATCHED,
-    pm_domain::saga::rune::TURN_LEASE_EXPIRED,
-    pm_domain::saga::rune::TURN_RELEASED,
-    pm_domain::saga::rune::TURN_TOOLS_FINISHED,
-    pm_domain::saga::rune::SESSION_RESUMED,
-    pm_domain::saga::rune::SESSION_UNSUSPENDED,
-];
-
-/// Rung (a generation count) whenever the log's tail shows a rune of
+/// Rung (a generation count) whenever the log's tail shows a rune of the domain's
 /// [`CLAIMABLE_AFTER`]; waiting claimants wake on it and try again.
 ///
 /// The bell's ringer (one task per process) follows the tail only while claimants wait
@@ -422,6 +419,57 @@ impl<S: SagaStore> Workers<S> {
         Ok(None)
     }
 
+    /// Answers a claim with what `answer` builds from it (the turn's row and its context,
+    /// read after the claim). When that fails the claim committed, but its claimant never
+    /// learns the epoch: the turn is given back at once ([`unanswered`]) rather than held
+    /// until its lease expires — which would also count against the turn's
+    /// `PM_TURN_MAX_CLAIMS`. If even the release fails, the lease expires as usual.
+    ///
+    /// # Errors
+    /// `answer`'s error, after the release.
+    pub async fn answer_claim<T, E>(
+        &self,
+        claimed: &Claimed,
+        metadata: EventMetadata,
+        answer: impl std::future::Future<Output = Result<T, E>>,
+    ) -> Result<T, E> {
+        let error = match answer.await {
+            Ok(answered) => return Ok(answered),
+            Err(e) => e,
+        };
+        let released = self
+            .report(claimed.turn.id, unanswered(&claimed.lease), metadata)
+            .await;
+        if !matches!(released, Ok(Ok(_))) {
+            tracing::warn!(turn = %claimed.turn.id, "a claim that could not be answered was not released; its lease will expire");
+        }
+        Err(error)
+    }
+
+    /// Waits until the sagas have decided every event logged in turn `turn_id`'s
+    /// conversation before now ([`Workers::settle_point`]), so that the worker's fenced
+    /// facts are the turn's before a report on it is decided; up to the queries' wait, then
+    /// [`AppError::ProjectionLagging`] (nothing decided).
+    ///
+    /// # Errors
+    /// [`AppError`] from the store, or the queries' wait.
+    pub async fn settle<R, G, P, L>(
+        &self,
+        queries: &Queries<R, G, P, L>,
+        turn_id: Uuid,
+    ) -> Result<(), AppError>
+    where
+        R: ReadModelStore,
+        G: SagaReadStore,
+        P: ProcessorStore,
+        L: LogReader,
+    {
+        if let Some(through) = self.settle_point(turn_id).await? {
+            queries.sagas_at(Some(through)).await?;
+        }
+        Ok(())
+    }
+
     /// Where the sagas must have got to before a report on `turn_id` is decided: the last
     /// event logged in its conversation (`None`: a turn the sagas have not recorded).
     ///
@@ -473,6 +521,32 @@ impl<S: SagaStore> Workers<S> {
     }
 }
 
+/// The reason of the release that gives back a claim its claimant was never told of.
+pub const CLAIM_NOT_ANSWERED: &str = "claim_not_answered";
+
+/// The release of a claim (its `lease`) that committed but could not be answered
+/// ([`Workers::answer_claim`]): under the claim's own epoch, so that it gives back only
+/// this claim, never a later one.
+pub fn unanswered(lease: &Lease) -> WorkerOp {
+    WorkerOp::Release {
+        turn_epoch: lease.turn_epoch,
+        reason: CLAIM_NOT_ANSWERED.into(),
+    }
+}
+
+/// Why a heartbeat of the claim of `turn_epoch` was refused, from the turn's row as read
+/// after the refusal (`None`: no such turn). Only a refused heartbeat reads the row: a
+/// renewed one writes and reads nothing else.
+pub fn heartbeat_refused(turn: Option<&TurnView>, turn_epoch: i64) -> Refused {
+    match turn {
+        None => Refused::TurnNotFound,
+        Some(turn) => Refused::Conflict {
+            code: pm_domain::saga::TURN_FENCED,
+            detail: why_fenced(turn, turn_epoch),
+        },
+    }
+}
+
 /// Why the claim of `turn_epoch` does not hold `turn` (as its row shows it): the domain's
 /// fencing rule on the row's fields.
 pub fn why_fenced(turn: &TurnView, turn_epoch: i64) -> String {
@@ -488,3 +562,6 @@ pub fn why_fenced(turn: &TurnView, turn_epoch: i64) -> String {
         Ok(()) => Fenced::LeaseEnded { given: turn_epoch }.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests;

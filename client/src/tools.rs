@@ -36,18 +36,17 @@ use uuid::Uuid;
 pub use approvals::Approvals;
 pub use executor::{Executor, ExecutorBuilder, ToolRun};
 
+use pm_domain::limits::{
+    is_short_text, MAX_APPROVAL_COMMENT, MAX_CALL_ID, MAX_TOOL_CALLS, MAX_TOOL_PAYLOAD,
+    MAX_TOOL_WAIT_MS,
+};
+
 use crate::http::{segment, Call, Retries};
 use crate::turns::{checked, json, millis};
 use crate::{Client, Controlled, Error, TurnFence};
 
-/// The most calls in one batch.
-const MAX_CALLS: usize = 64;
-/// The longest `call_id`, in characters.
-const MAX_CALL_ID: usize = 200;
-/// The largest `arguments`, progress chunk and result `error`, in bytes.
-pub(crate) const MAX_PAYLOAD: usize = 64 * 1024;
 /// The longest timeout or resume deadline the service takes (a day).
-const MAX_WAIT: Duration = Duration::from_secs(86_400);
+const MAX_WAIT: Duration = Duration::from_millis(MAX_TOOL_WAIT_MS);
 
 /// One call of a batch a claimed turn reports: what the model asked to run.
 ///
@@ -159,9 +158,9 @@ impl ToolBatch {
     /// The batch on the wire, checked as the service checks it (so a bad batch fails here,
     /// naming the field, instead of costing a round trip and a `422`).
     fn body(&self) -> Result<BatchBody<'_>, Error> {
-        if self.calls.is_empty() || self.calls.len() > MAX_CALLS {
+        if self.calls.is_empty() || self.calls.len() > MAX_TOOL_CALLS {
             return Err(Error::InvalidInput(format!(
-                "calls: a batch holds 1 to {MAX_CALLS} calls, not {}",
+                "calls: a batch holds 1 to {MAX_TOOL_CALLS} calls, not {}",
                 self.calls.len()
             )));
         }
@@ -169,7 +168,7 @@ impl ToolBatch {
         for (i, call) in self.calls.iter().enumerate() {
             let field = |name: &str| format!("calls[{i}].{name}");
             let id = call.call_id.as_str();
-            if id.trim().is_empty() || id.chars().count() > MAX_CALL_ID || id.contains('\0') {
+            if !is_short_text(id, MAX_CALL_ID) {
                 return Err(Error::InvalidInput(format!(
                     "{}: {id:?} is not 1 to {MAX_CALL_ID} characters, not blank, without NUL",
                     field("call_id")
@@ -182,7 +181,7 @@ impl ToolBatch {
                 )));
             }
             let size = serde_json::to_vec(&call.arguments).map_or(0, |v| v.len());
-            if size > MAX_PAYLOAD {
+            if size > MAX_TOOL_PAYLOAD {
                 return Err(Error::InvalidInput(format!(
                     "{}: {size} bytes, at most 64 KiB",
                     field("arguments")
@@ -335,7 +334,7 @@ fn chunks(text: &str) -> Vec<String> {
     let mut pieces = Vec::new();
     let mut rest = text.as_str();
     while !rest.is_empty() {
-        let mut end = rest.len().min(MAX_PAYLOAD);
+        let mut end = rest.len().min(MAX_TOOL_PAYLOAD);
         while !rest.is_char_boundary(end) {
             end -= 1;
         }
@@ -395,9 +394,9 @@ impl ApprovalNote {
 
     fn checked(&self) -> Result<(), Error> {
         match &self.comment {
-            Some(c) if c.trim().is_empty() || c.chars().count() > 1_000 || c.contains('\0') => Err(
-                Error::InvalidInput("comment: must be 1 to 1000 characters, without NUL".into()),
-            ),
+            Some(c) if !is_short_text(c, MAX_APPROVAL_COMMENT) => Err(Error::InvalidInput(
+                format!("comment: must be 1 to {MAX_APPROVAL_COMMENT} characters, without NUL"),
+            )),
             _ => Ok(()),
         }
     }
@@ -634,7 +633,7 @@ mod tests {
         let failed = ToolResult::error(format!("a\0b{}", "é".repeat(40_000)));
         let body = failed.body().expect("valid");
         let error = body.error.expect("an error");
-        assert!(error.len() <= MAX_PAYLOAD && error.starts_with("a\u{FFFD}b"));
+        assert!(error.len() <= MAX_TOOL_PAYLOAD && error.starts_with("a\u{FFFD}b"));
         let wire = serde_json::to_value(ToolResult::cancelled(None).body().expect("ok"));
         assert_eq!(
             wire.expect("json"),
@@ -648,7 +647,7 @@ mod tests {
         let text = "é".repeat(50_000); // 100 000 bytes
         let pieces = chunks(&text);
         assert_eq!(pieces.len(), 2);
-        assert!(pieces.iter().all(|p| p.len() <= MAX_PAYLOAD));
+        assert!(pieces.iter().all(|p| p.len() <= MAX_TOOL_PAYLOAD));
         assert_eq!(pieces.concat(), text);
         assert_eq!(
             call_path(Uuid::nil(), "a/b", "result"),

@@ -17,6 +17,7 @@ pub mod checkpoint;
 pub mod conversation;
 pub mod error;
 pub mod ids;
+pub mod limits;
 pub mod lookup;
 pub mod message;
 pub mod principal;

@@ -54,7 +54,9 @@ pub use rune::{Instance, Recorded, Rune, SagaAnomaly};
 pub use sagas::Sagas;
 pub use session::{fcmp_edge, Session, BUDGET_EXHAUSTED};
 pub use tool::ToolCall;
-pub use turn::{FenceCheck, Fenced, Lease, Turn};
+pub use turn::{
+    claimable, FenceCheck, Fenced, Lease, Turn, CLAIMABLE_AFTER, CLAIMABLE_STATES, LEASED_STATE,
+};
 pub use types::{
     AgentRole, AgentState, ConversationState, HeadStatus, PlanState, PlanTaskStatus, SessionState,
     ToolCallState, ToolStatus, ToolStream, TurnKind, TurnState, Verdict,

@@ -10,6 +10,10 @@ use axum::Json;
 use pm_application::queries::{SagaReadStore, ToolCallFilter};
 use pm_application::scope::Target;
 use pm_application::views::{Page, ToolCallView};
+use pm_domain::limits::{
+    is_short_text, MAX_APPROVAL_COMMENT, MAX_CALL_ID, MAX_TOOL_CALLS, MAX_TOOL_PAYLOAD,
+    MAX_TOOL_WAIT_MS,
+};
 use pm_domain::saga::{
     Decision, NewToolCall, ToolCallState, ToolOp, ToolStatus, ToolStream, WorkerOp,
 };
@@ -27,15 +31,6 @@ use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{parse_json, path_uuid, ApiQuery, Ctx, RawBody};
 use crate::state::AppState;
-
-/// The most calls in one batch.
-const MAX_CALLS: usize = 64;
-/// The longest `call_id`, in characters.
-const MAX_CALL_ID: usize = 200;
-/// The largest `arguments` and progress `chunk`, in bytes.
-const MAX_PAYLOAD: usize = 64 * 1024;
-/// The longest timeout or resume deadline a worker may ask for (a day).
-const MAX_WAIT_MS: u64 = 86_400_000;
 
 /// One call of `POST /v1/turns/{id}/tool-calls`.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -101,9 +96,6 @@ pub struct DenyBody {
     pub comment: Option<String>,
 }
 
-/// The longest approval `comment`, in characters.
-const MAX_COMMENT: usize = 1_000;
-
 /// The body of `…/progress`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -148,16 +140,16 @@ fn too_long(field: &str, what: &str) -> ApiError {
 
 /// The batch as the machines take it, each field checked (`422` naming it).
 fn batch(body: ToolCallsBody) -> Result<(Vec<NewToolCall>, Option<chrono::Duration>), ApiError> {
-    if body.calls.is_empty() || body.calls.len() > MAX_CALLS {
+    if body.calls.is_empty() || body.calls.len() > MAX_TOOL_CALLS {
         return Err(ApiError::validation(
             "calls",
-            format!("must hold 1 to {MAX_CALLS} calls"),
+            format!("must hold 1 to {MAX_TOOL_CALLS} calls"),
         ));
     }
     let wait = |field: &str, ms: Option<u64>| match ms {
-        Some(ms) if ms == 0 || ms > MAX_WAIT_MS => Err(ApiError::validation(
+        Some(ms) if ms == 0 || ms > MAX_TOOL_WAIT_MS => Err(ApiError::validation(
             field,
-            format!("must be between 1 and {MAX_WAIT_MS}"),
+            format!("must be between 1 and {MAX_TOOL_WAIT_MS}"),
         )),
         _ => Ok(ms),
     };
@@ -165,7 +157,7 @@ fn batch(body: ToolCallsBody) -> Result<(Vec<NewToolCall>, Option<chrono::Durati
     for (i, call) in body.calls.into_iter().enumerate() {
         let field = |name: &str| format!("calls[{i}].{name}");
         let id = &call.call_id;
-        if id.trim().is_empty() || id.chars().count() > MAX_CALL_ID || id.contains('\0') {
+        if !is_short_text(id, MAX_CALL_ID) {
             return Err(ApiError::validation(
                 &field("call_id"),
                 format!("must be 1 to {MAX_CALL_ID} characters, not blank, without NUL"),
@@ -177,7 +169,7 @@ fn batch(body: ToolCallsBody) -> Result<(Vec<NewToolCall>, Option<chrono::Durati
                 format!("{id} appears twice in the batch"),
             ));
         }
-        if call.arguments.to_string().len() > MAX_PAYLOAD {
+        if call.arguments.to_string().len() > MAX_TOOL_PAYLOAD {
             return Err(too_long(&field("arguments"), "64 KiB"));
         }
         calls.push(NewToolCall {
@@ -267,13 +259,10 @@ async fn decision(
     comment: Option<String>,
 ) -> Result<Decision, ApiError> {
     if let Some(comment) = &comment {
-        if comment.trim().is_empty()
-            || comment.chars().count() > MAX_COMMENT
-            || comment.contains('\0')
-        {
+        if !is_short_text(comment, MAX_APPROVAL_COMMENT) {
             return Err(ApiError::validation(
                 "comment",
-                format!("must be 1 to {MAX_COMMENT} characters, without NUL"),
+                format!("must be 1 to {MAX_APPROVAL_COMMENT} characters, without NUL"),
             ));
         }
     }
@@ -419,7 +408,7 @@ pub async fn progress(
             "must not be empty or hold NUL",
         ));
     }
-    if body.chunk.len() > MAX_PAYLOAD {
+    if body.chunk.len() > MAX_TOOL_PAYLOAD {
         return Err(too_long("chunk", "64 KiB"));
     }
     let op = ToolOp::Progress {
@@ -454,7 +443,7 @@ pub async fn result(
         ));
     }
     if let Some(error) = &body.error {
-        if error.len() > MAX_PAYLOAD || error.contains('\0') {
+        if error.len() > MAX_TOOL_PAYLOAD || error.contains('\0') {
             return Err(too_long("error", "64 KiB, without NUL"));
         }
     }

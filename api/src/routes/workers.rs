@@ -9,13 +9,14 @@ use axum::Json;
 use chrono::{DateTime, Utc};
 use pm_application::bus::EventMetadata;
 use pm_application::log::LogPosition;
-use pm_application::queries::{ReadModelStore, SagaReadStore};
+use pm_application::queries::SagaReadStore;
 use pm_application::sagas::ClaimFilter;
-use pm_application::views::{ConversationView, TaskDetail, ToolCallView, TurnView};
-use pm_application::workers::{why_fenced, ClaimRequest, Refused};
-use pm_domain::checkpoint::ConversationCheckpointCreated;
-use pm_domain::message::MessageAdded;
-use pm_domain::saga::{TurnInput, TurnKind, WorkerOp};
+use pm_application::views::TurnView;
+use pm_application::workers::{
+    claim_context, heartbeat_refused, ClaimContext, ClaimRequest, Refused,
+};
+use pm_domain::limits::{is_short_text, LEASE_MS, MAX_CLAIM_WAIT_MS, MAX_WORKER_NAME};
+use pm_domain::saga::{TurnKind, WorkerOp};
 use pm_domain::text::Label;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -25,11 +26,6 @@ use super::commands::EVENT_POSITION;
 use crate::error::ApiError;
 use crate::extract::{parse_json, path_uuid, turn_fence, Ctx, RawBody, INVALID_TURN_FENCE};
 use crate::state::AppState;
-
-/// The longest a claim waits.
-const MAX_WAIT_MS: u64 = 30_000;
-/// The shortest and longest lease.
-const LEASE_MS: std::ops::RangeInclusive<u64> = 1_000..=600_000;
 
 /// The body of `POST /v1/turns/claim` (every field optional).
 #[derive(Debug, Default, Deserialize, ToSchema)]
@@ -52,22 +48,6 @@ pub struct ClaimBody {
     /// A name for operators, 1–200 characters (default: the caller's role).
     #[schema(value_type = Option<String>, min_length = 1, max_length = 200)]
     pub worker: Option<String>,
-}
-
-/// What a worker needs to work its turn, without another read.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ClaimContext {
-    /// The conversation, with its latest checkpoint.
-    pub conversation: Option<ConversationView>,
-    /// The human message the turn answers (input `message`).
-    pub message: Option<MessageAdded>,
-    /// The `NEED_INFORMATION` checkpoint an auto-decide answers (input `auto_decide`).
-    pub checkpoint: Option<ConversationCheckpointCreated>,
-    /// The task of a task turn, with its status and history.
-    pub task: Option<TaskDetail>,
-    /// The turn's tool calls with their results (empty until it reports some): after a
-    /// suspension, what the resumed turn continues from.
-    pub tool_calls: Vec<ToolCallView>,
 }
 
 /// `200` of `POST /v1/turns/claim`.
@@ -251,18 +231,18 @@ pub async fn claim(
 ) -> Result<Response, ApiError> {
     let body: ClaimBody = body_or_default(&body)?;
     let wait_ms = body.wait_ms.unwrap_or(0);
-    if wait_ms > MAX_WAIT_MS {
+    if wait_ms > MAX_CLAIM_WAIT_MS {
         return Err(ApiError::validation(
             "wait_ms",
-            format!("must be between 0 and {MAX_WAIT_MS}"),
+            format!("must be between 0 and {MAX_CLAIM_WAIT_MS}"),
         ));
     }
     let worker = body.worker.unwrap_or_else(|| ctx.0.principal.clone());
     // NUL too: PostgreSQL's text cannot hold it (the claim would fail as a 500).
-    if worker.trim().is_empty() || worker.chars().count() > 200 || worker.contains('\0') {
+    if !is_short_text(&worker, MAX_WORKER_NAME) {
         return Err(ApiError::validation(
             "worker",
-            "must be 1 to 200 characters, without the NUL character",
+            format!("must be 1 to {MAX_WORKER_NAME} characters, without the NUL character"),
         ));
     }
     let request = ClaimRequest {
@@ -295,28 +275,13 @@ pub async fn claim(
     state.lookup.learn_turn(claimed.turn.id, info);
     let read = async {
         let turn = turn_row(&state, claimed.turn.id).await?;
-        let context = context(&state, &turn, claimed.position).await?;
+        let context = claim_context(&state.queries, &turn, claimed.position).await?;
         Ok::<_, ApiError>((turn, context))
     };
-    let (turn, context) = match read.await {
-        Ok(read) => read,
-        Err(e) => {
-            // The claim committed but cannot be answered: give the turn back at once
-            // rather than leave it to its lease (and its claims count).
-            let op = WorkerOp::Release {
-                turn_epoch: claimed.lease.turn_epoch,
-                reason: "claim_not_answered".into(),
-            };
-            let released = state
-                .workers
-                .report(claimed.turn.id, op, metadata(&ctx, "claim", &state))
-                .await;
-            if !matches!(released, Ok(Ok(_))) {
-                tracing::warn!(turn = %claimed.turn.id, "a claim that could not be answered was not released; its lease will expire");
-            }
-            return Err(e);
-        }
-    };
+    let (turn, context) = state
+        .workers
+        .answer_claim(&claimed, metadata(&ctx, "claim", &state), read)
+        .await?;
     #[cfg(feature = "failpoints")]
     crate::failpoint::hit("abort_after_claim");
     let answer = ClaimAnswer {
@@ -330,80 +295,6 @@ pub async fn claim(
         Json(answer).into_response(),
         claimed.position,
     ))
-}
-
-/// What the worker of `turn` needs. The read model applies the log in order, so once it
-/// shows what caused the turn (its message, the waited-on checkpoint, its task or the task
-/// checkpoint that retried or resumed it) it shows everything before that too: the
-/// context is read at once, and only when the cause is not there yet is it read again
-/// once the read model has processed the claim (`position`).
-async fn context(
-    state: &AppState,
-    turn: &TurnView,
-    position: Option<LogPosition>,
-) -> Result<ClaimContext, ApiError> {
-    let now = read_context(state.queries.at(None).await?, turn).await?;
-    if now.shows_cause_of(turn) {
-        return Ok(now);
-    }
-    read_context(state.queries.at(position).await?, turn).await
-}
-
-async fn read_context(
-    read: &impl ReadModelStore,
-    turn: &TurnView,
-) -> Result<ClaimContext, ApiError> {
-    let conversation = read.conversation(turn.conversation_id).await?;
-    let (mut message, mut checkpoint, mut task) = (None, None, None);
-    match &turn.input {
-        TurnInput::Message { message_id } => {
-            message = read.message(turn.conversation_id, *message_id).await?;
-        }
-        TurnInput::AutoDecide {
-            checkpoint_id: Some(id),
-        } => checkpoint = read.checkpoint(turn.conversation_id, *id).await?,
-        TurnInput::AutoDecide {
-            checkpoint_id: None,
-        } => {}
-        TurnInput::Task { task_id }
-        | TurnInput::TaskRetry { task_id, .. }
-        | TurnInput::TaskResume { task_id, .. } => task = read.task(*task_id).await?,
-    }
-    Ok(ClaimContext {
-        conversation,
-        message,
-        checkpoint,
-        task,
-        tool_calls: turn.tool_calls.clone(),
-    })
-}
-
-impl ClaimContext {
-    /// Whether it holds what caused `turn` (see [`context`]).
-    fn shows_cause_of(&self, turn: &TurnView) -> bool {
-        let has_task_checkpoint = |id: &Uuid| {
-            self.task
-                .as_ref()
-                .is_some_and(|t| t.checkpoints.iter().any(|c| c.checkpoint.id == *id))
-        };
-        self.conversation.is_some()
-            && match &turn.input {
-                TurnInput::Message { .. } => self.message.is_some(),
-                TurnInput::AutoDecide {
-                    checkpoint_id: Some(_),
-                } => self.checkpoint.is_some(),
-                TurnInput::AutoDecide {
-                    checkpoint_id: None,
-                } => false,
-                TurnInput::Task { .. } => self.task.is_some(),
-                TurnInput::TaskRetry {
-                    task_checkpoint_id, ..
-                }
-                | TurnInput::TaskResume {
-                    task_checkpoint_id, ..
-                } => has_task_checkpoint(task_checkpoint_id),
-            }
-    }
 }
 
 /// `POST /v1/turns/{id}/heartbeat`: the claim holds the turn `lease_ms` longer. Writes
@@ -425,14 +316,8 @@ pub async fn heartbeat(
     let lease = lease(body.lease_ms, &state)?;
     let Some(until) = state.workers.heartbeat(id, turn_epoch, lease).await? else {
         // Refused: only now is the turn read, to say why.
-        let why = match state.queries.sagas_unchecked().turn(id).await? {
-            None => Refused::TurnNotFound,
-            Some(turn) => Refused::Conflict {
-                code: pm_domain::saga::TURN_FENCED,
-                detail: why_fenced(&turn, turn_epoch),
-            },
-        };
-        return Err(refused(why, id));
+        let turn = state.queries.sagas_unchecked().turn(id).await?;
+        return Err(refused(heartbeat_refused(turn.as_ref(), turn_epoch), id));
     };
     Ok(Json(HeartbeatAnswer {
         turn_epoch,
@@ -441,14 +326,10 @@ pub async fn heartbeat(
 }
 
 /// Waits until the sagas have decided every event logged in turn `id`'s conversation
-/// before this request, so the worker's fenced facts are the turn's before its report is
-/// decided ([`Workers::settle_point`](pm_application::workers::Workers::settle_point));
-/// up to 5 s, then `503 projection_lagging` (nothing written).
+/// before this request ([`Workers::settle`](pm_application::workers::Workers::settle)); up
+/// to 5 s, then `503 projection_lagging` (nothing written).
 pub(crate) async fn settled(state: &AppState, id: Uuid) -> Result<(), ApiError> {
-    if let Some(through) = state.workers.settle_point(id).await? {
-        state.queries.sagas_at(Some(through)).await?;
-    }
-    Ok(())
+    Ok(state.workers.settle(&state.queries, id).await?)
 }
 
 /// Runs a report and answers the turn's row after it.

@@ -3,14 +3,16 @@
 
 use std::time::Duration;
 
+use pm_domain::limits::{LEASE_MS, MAX_CLAIM_WAIT_MS, MAX_WORKER_NAME};
+
 use super::Worker;
 use crate::{ClaimRequest, Client, Error, TurnKind};
 
 /// The longest long-poll the service takes.
-const MAX_WAIT: Duration = Duration::from_secs(30);
+const MAX_WAIT: Duration = Duration::from_millis(MAX_CLAIM_WAIT_MS);
 /// The shortest and longest lease the service takes.
 const LEASE_RANGE: std::ops::RangeInclusive<Duration> =
-    Duration::from_secs(1)..=Duration::from_secs(600);
+    Duration::from_millis(*LEASE_MS.start())..=Duration::from_millis(*LEASE_MS.end());
 
 /// Configures a [`Worker`]; see [`Worker::builder`].
 #[derive(Debug, Clone)]
@@ -93,9 +95,9 @@ impl WorkerBuilder {
     /// 30 s or a lease outside 1 s–10 min (what the service would refuse on every claim).
     pub fn build(self) -> Result<Worker, Error> {
         let name = self.request.worker.as_deref().unwrap_or_default();
-        if name.trim().is_empty() || name.chars().count() > 200 {
+        if name.trim().is_empty() || name.chars().count() > MAX_WORKER_NAME {
             return Err(Error::InvalidInput(format!(
-                "worker name {name:?}: expected 1 to 200 characters"
+                "worker name {name:?}: expected 1 to {MAX_WORKER_NAME} characters"
             )));
         }
         if self.wait > MAX_WAIT {

@@ -13,6 +13,7 @@
 //! | `plan_table` | the autonomy-loop table |
 //! | `worker_table` | the workers' protocol (WORKERS.md): claims, fenced reports, lease expiry, interrupts, fenced facts, `head_status`; a property test of random claims, expiries, reports, interrupts and fenced facts |
 //! | `tool_table` | tool calls (WORKERS.md "Tools"): the Tool lifecycle row by row, the batch and its resume, deadlines, cancelling; a property test of random reports, approvals, denials, results, timeouts and interrupts |
+//! | `claimable` | WORKERS.md's claimable and the runes after which a turn may be claimable, stated once |
 //! | `aggregates` | each aggregate at its own boundary (`Record` command): machine-only edges, refusals |
 //! | `e2e` | the end-to-end script, anomaly-free |
 //! | `props` | property tests over random inputs, with redelivery |
@@ -32,6 +33,7 @@
 mod agent_table;
 mod aggregates;
 mod budget_table;
+mod claimable;
 mod e2e;
 mod invariants;
 mod journal;

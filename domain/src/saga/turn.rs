@@ -146,6 +146,47 @@ pub enum Fenced {
     NotClaimed(TurnState),
 }
 
+/// The states WORKERS.md's **claimable** turn is in: `dispatched` (never claimed yet), or
+/// `streaming` while no worker's lease holds it (after a lease expired, a release, or its
+/// tool calls finished). The one list: the [`Turn`] machine, a turn's row, the claim's
+/// query and the store's partial index `saga_turns_claimable` all say it with these.
+pub const CLAIMABLE_STATES: [TurnState; 2] = [TurnState::Dispatched, TurnState::Streaming];
+
+/// The one state a worker's lease holds a turn in: a claim starts the turn (`turn.claimed`
+/// needs `streaming`), and reporting tool calls or ending the turn ends the lease. In the
+/// other claimable state (`dispatched`) no lease can hold it, so there it is not asked.
+pub const LEASED_STATE: TurnState = TurnState::Streaming;
+
+/// WORKERS.md's claimable, as far as the turn knows: its state is one of
+/// [`CLAIMABLE_STATES`] and, in the [`LEASED_STATE`], no worker's lease holds it. The
+/// session has the last say (only an `active` session's turns are claimed): the claim's
+/// query and the session machine check that, not this.
+pub fn claimable(state: TurnState, leased: bool) -> bool {
+    CLAIMABLE_STATES.contains(&state) && !(state == LEASED_STATE && leased)
+}
+
+/// The runes after which a turn may have become claimable: the workers' claim bell wakes
+/// waiting claimants on them and the agents' NATS doorbells (DELIVERY.md) ring for them.
+/// One rune per event that makes a turn claimable (WORKERS.md):
+///
+/// - `agent.turn_dispatched`: a turn was dispatched (`dispatched` is claimable). Written
+///   in the same commit as the turn's own `turn.dispatched`; the agent's rune is the one
+///   listed because it names the agent and the epoch, all a doorbell needs, without a read.
+/// - `turn.lease_expired`, `turn.released`: a claim ended without ending the turn, which is
+///   `streaming` with no lease again.
+/// - `turn.tools_finished`: the last tool result resumed the turn, `streaming` and
+///   unleased (reporting the calls ended the lease).
+/// - `session.resumed`, `session.unsuspended`: the session is `active` again, so its turns
+///   that were claimable but for the session are claimable now.
+pub const CLAIMABLE_AFTER: [&str; 6] = [
+    super::rune::AGENT_TURN_DISPATCHED,
+    super::rune::TURN_LEASE_EXPIRED,
+    super::rune::TURN_RELEASED,
+    super::rune::TURN_TOOLS_FINISHED,
+    super::rune::SESSION_RESUMED,
+    super::rune::SESSION_UNSUSPENDED,
+];
+
 impl Turn {
     /// The turn's id; `None` before `turn.queued`.
     pub fn id(&self) -> Option<Uuid> {
@@ -239,14 +280,10 @@ impl Turn {
     pub fn usage(&self) -> Option<(u64, u64)> {
         self.usage
     }
-    /// WORKERS.md's claimable (before the session's say): `dispatched`, or `streaming`
-    /// with no worker holding it.
+    /// WORKERS.md's claimable (before the session's say): [`claimable`] on its runes.
     pub fn is_claimable(&self) -> bool {
-        match self.state {
-            Some(TurnState::Dispatched) => true,
-            Some(TurnState::Streaming) => self.lease.is_none(),
-            _ => false,
-        }
+        self.state
+            .is_some_and(|state| claimable(state, self.lease.is_some()))
     }
     /// Whether a command or report fenced by `turn_epoch` may act for the turn, as far as
     /// its runes know (the store still checks the lease is live: heartbeats move it).

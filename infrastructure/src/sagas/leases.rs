@@ -8,7 +8,8 @@ use chrono::{DateTime, Utc};
 use pm_application::log::LogPosition;
 use pm_application::sagas::{ClaimFilter, ClaimableTurn, CommitError};
 use pm_application::AppError;
-use pm_domain::saga::LeaseHeld;
+use pm_domain::saga::{LeaseHeld, CLAIMABLE_STATES, LEASED_STATE};
+use std::sync::LazyLock;
 use uuid::Uuid;
 
 use crate::db::{Arg, Args, Tx};
@@ -49,6 +50,38 @@ pub async fn turn_logged_through(
         .map_err(store_error)
 }
 
+/// WORKERS.md's claimable on a row of `saga_turns` (its columns prefixed with `alias`),
+/// rendered from the domain's rule ([`CLAIMABLE_STATES`], [`LEASED_STATE`]): each
+/// claimable state, the leased one only with no lease. It is the predicate of the partial
+/// index `saga_turns_claimable` word for word (a test holds the shipped migrations to it),
+/// so that PostgreSQL can prove the claim's query implies the index's predicate and use it.
+pub fn claimable_predicate(alias: &str) -> String {
+    CLAIMABLE_STATES
+        .iter()
+        .map(|state| {
+            let is = format!("{alias}state = '{}'", state.as_str());
+            if *state == LEASED_STATE {
+                format!("({is} AND {alias}lease_worker IS NULL)")
+            } else {
+                is
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" OR ")
+}
+
+/// The claim's query up to its filters, rendered once.
+static CLAIMABLE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT t.id::text AS id, t.conversation_id::text AS conversation_id, \
+         v.version::bigint AS version FROM saga_turns t \
+         JOIN saga_sessions s ON s.conversation_id = t.conversation_id \
+         JOIN saga_conversations v ON v.conversation_id = t.conversation_id \
+         WHERE ({}) AND s.state = 'active'",
+        claimable_predicate("t.")
+    )
+});
+
 /// Claimable turns (dispatched, or streaming with no claim; the session active), oldest
 /// first, with their conversations' versions (read in the same statement).
 pub async fn claimable(
@@ -56,14 +89,7 @@ pub async fn claimable(
     filter: &ClaimFilter,
     limit: u32,
 ) -> Result<Vec<ClaimableTurn>, AppError> {
-    let mut sql = String::from(
-        "SELECT t.id::text AS id, t.conversation_id::text AS conversation_id, \
-         v.version::bigint AS version FROM saga_turns t \
-         JOIN saga_sessions s ON s.conversation_id = t.conversation_id \
-         JOIN saga_conversations v ON v.conversation_id = t.conversation_id \
-         WHERE (t.state = 'dispatched' OR (t.state = 'streaming' AND t.lease_worker IS NULL)) \
-         AND s.state = 'active'",
-    );
+    let mut sql = CLAIMABLE.clone();
     let mut args = Args::new();
     let text = |id: Option<Uuid>| id.map(|id| id.to_string());
     for (column, value, cast) in [
@@ -173,4 +199,18 @@ pub async fn hold(tx: &mut Tx, leases: &[LeaseHeld]) -> Result<(), CommitError> 
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn given_the_domain_rule_when_rendered_then_the_predicate_the_claim_and_its_index_state() {
+        assert_eq!(
+            claimable_predicate("t."),
+            "t.state = 'dispatched' OR (t.state = 'streaming' AND t.lease_worker IS NULL)"
+        );
+        assert!(CLAIMABLE.contains(&format!("WHERE ({})", claimable_predicate("t."))));
+    }
 }

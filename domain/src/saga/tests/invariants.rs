@@ -17,14 +17,38 @@ use crate::saga::*;
 /// (f) a closed session has only terminated agents;
 /// (h) INV-TOOL-TERMINAL and INV-TOOL-CALL-BEFORE-RESULT: a `tool.result` only after its
 ///     call's `tool.call`, at most one per call, and a terminal turn owes none.
+/// (j) a step (its runes: the last `step` of the log) that makes a turn claimable — by
+///     its runes, or by making its session `active` — records a rune of
+///     [`CLAIMABLE_AFTER`], so that the claim bell and the doorbells ring for it.
 /// (g), [`check_lease_rows`], needs the deadline table as well.
-pub fn check_invariants(live: &Sagas, log: &[Recorded]) {
+pub fn check_invariants(live: &Sagas, log: &[Recorded], step: usize) {
     let mut replay = Sagas::restore(live.last_position(), []);
-    for rec in log {
+    let step_start = log.len().saturating_sub(step);
+    let mut before = Vec::new();
+    for (i, rec) in log.iter().enumerate() {
+        if i == step_start {
+            before = claimable_turns(&replay);
+        }
         if let Err(err) = replay.check(rec) {
             panic!("(a) not an edge: {err}: {rec:?}");
         }
         replay.apply(rec);
+    }
+    // A step without runes changes nothing (the state is the fold of the log, (d)).
+    let became: Vec<Uuid> = if step_start == log.len() {
+        Vec::new()
+    } else {
+        claimable_turns(&replay)
+            .into_iter()
+            .filter(|t| !before.contains(t))
+            .collect()
+    };
+    if !became.is_empty() {
+        let runes: Vec<&str> = log[step_start..].iter().map(Recorded::event_type).collect();
+        assert!(
+            runes.iter().any(|r| CLAIMABLE_AFTER.contains(r)),
+            "(j) turns {became:?} became claimable after {runes:?}, none of CLAIMABLE_AFTER"
+        );
     }
     assert_eq!(
         &replay, live,
@@ -104,6 +128,20 @@ pub fn check_invariants(live: &Sagas, log: &[Recorded]) {
             );
         }
     }
+}
+
+/// The turns a claim may take now: claimable, their session `active`.
+fn claimable_turns(sagas: &Sagas) -> Vec<Uuid> {
+    let active = sagas.session().and_then(Session::state) == Some(SessionState::Active);
+    if !active {
+        return Vec::new();
+    }
+    sagas
+        .turns()
+        .iter()
+        .filter(|(_, t)| t.is_claimable())
+        .map(|(id, _)| *id)
+        .collect()
 }
 
 /// (g) WORKERS.md: a turn holds a worker's lease exactly while its `turn_lease` row is

@@ -111,7 +111,7 @@ impl World {
                 }
             }
         }
-        check_invariants(&self.sagas, &self.log);
+        check_invariants(&self.sagas, &self.log, out.runes.len());
         check_lease_rows(&self.sagas, &self.rows);
         check_tool_rows(&self.sagas, &self.rows);
     }
