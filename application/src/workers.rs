@@ -16,9 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use pm_domain::saga::{
-    ControlError, FenceCheck, Fenced, Lease, TurnView as SagaTurn, WorkerOp, CLAIMABLE_AFTER,
-};
+use pm_domain::saga::{ControlError, FenceCheck, Fenced, Lease, WorkerOp, CLAIMABLE_AFTER};
 use tokio::sync::watch;
 use uuid::Uuid;
 
@@ -179,8 +177,9 @@ pub struct ClaimRequest {
 /// A claimed turn.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Claimed {
-    /// The turn after the claim (domain row: its lease holds the epoch and expiry).
-    pub turn: SagaTurn,
+    /// The turn after the claim, as the machines show it (its lease holds the epoch and
+    /// expiry; its times are the claim's).
+    pub turn: TurnView,
     /// The claim.
     pub lease: Lease,
     /// The position of the claim's last rune.

@@ -56,7 +56,7 @@ fn given_a_human_message_when_its_turn_is_dispatched_then_claimable_on_machine_a
     let runes: Vec<&str> = out.runes.iter().map(Recorded::event_type).collect();
     assert!(runes.contains(&rune::AGENT_TURN_DISPATCHED), "{runes:?}");
     assert!(CLAIMABLE_AFTER.contains(&rune::AGENT_TURN_DISPATCHED));
-    let row = w.sagas.turn_view(turn).expect("a turn row");
+    let row = w.sagas.turn_view(turn, w.now).expect("a turn row");
     assert!(w.turn(turn).is_claimable());
     assert!(claimable(row.state, row.lease.is_some()));
 }
@@ -67,7 +67,7 @@ fn given_a_dispatched_turn_when_claimed_then_neither_machine_nor_row_says_claima
     w.human_says();
     let turn = w.active(w.root()).expect("dispatched");
     w.claim(turn);
-    let row = w.sagas.turn_view(turn).expect("a turn row");
+    let row = w.sagas.turn_view(turn, w.now).expect("a turn row");
     assert!(!w.turn(turn).is_claimable());
     assert!(!claimable(row.state, row.lease.is_some()));
 }
