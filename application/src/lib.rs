@@ -14,7 +14,7 @@
 //!   stored cursor, a lease, parking of poison events and lag metrics.
 //! - [`read_model`]: the read model's pure batch planner.
 //! - [`queries`]: the query side's port and read-your-writes; [`views`]: what it answers.
-//! - [`sagas`]: the session, agent, turn and plan machines as a processor, with durable
+//! - [`sagas`]: the session, agent, turn, plan and tool call machines as a processor, with durable
 //!   deadlines and operators' controls.
 //! - [`scope`]: which organizations a principal may see — the rule every reader and
 //!   writer applies.

@@ -1,4 +1,4 @@
-//! The sagas as a processor: the session, agent, turn and plan machines of the domain
+//! The sagas as a processor: the session, agent, turn, plan and tool call machines of the domain
 //! (`pm_domain::saga`) driven by the log's facts, by their durable deadlines and by
 //! operators' controls.
 //!

@@ -5,7 +5,7 @@
 //! commands, and the `project_manager.*` facts they emit, with exactly the field lists of
 //! TRANSITIONS.md. The crate does no I/O: cross-aggregate preconditions go through the
 //! [`lookup::Lookup`] port, time comes in on the commands. The [`saga`] module holds the
-//! session, agent, turn and autonomy-loop machines driven by those facts.
+//! session, agent, turn, autonomy-loop and tool call machines driven by those facts.
 
 // First, so that its `wire_enum!` macro is in scope for the modules below.
 #[macro_use]

@@ -1,4 +1,4 @@
-//! # The sagas: session, agent, turn and autonomy-loop machines (docs/SAGAS.md)
+//! # The sagas: session, agent, turn, autonomy-loop and tool call machines (docs/SAGAS.md)
 //!
 //! The project-manager facts say *what happened*; the machines of the ECHS, FCMP and L0
 //! documents say *what the agents are doing about it*. Each machine instance is an
@@ -118,7 +118,7 @@ pub enum SagaError {
     /// The machine has no edge for this rune from the instance's state.
     #[error("{machine} in state {state}: no edge for {rune}")]
     NoEdge {
-        /// The aggregate type (`session`, `agent`, `turn`, `plan`).
+        /// The aggregate type (`session`, `agent`, `turn`, `plan`, `tool_call`).
         machine: &'static str,
         /// The instance's state (`none` before creation).
         state: String,

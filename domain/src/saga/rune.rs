@@ -48,7 +48,7 @@ pub enum Instance {
 }
 
 impl Instance {
-    /// The aggregate type (`session`, `agent`, `turn`, `plan`).
+    /// The aggregate type (`session`, `agent`, `turn`, `plan`, `tool_call`).
     pub fn aggregate_type(&self) -> &'static str {
         match self {
             Self::Session(_) => super::SESSION_TYPE,
