@@ -1,12 +1,12 @@
 //! One method per use case of the command API. Each mints the target id (UUIDv7, or UUIDv5
 //! from an external identity so retried deliveries land on the same id), stamps the
 //! server time, and runs one domain command through the [`CommandBus`]. The inputs are
-//! the request bodies of API.md: the HTTP layer deserializes them directly, so a field
-//! that breaks its type's rule (an empty title) is rejected naming the field.
+//! the request bodies of API.md (wire types, in `pm_api_types::commands`): the HTTP layer
+//! deserializes them directly, so a field that breaks its type's rule (an empty title) is
+//! rejected naming the field.
 
 use std::sync::Arc;
 
-use chrono::{DateTime, Utc};
 use pm_domain::actor::{Actor, ActorEvent, ActorRegistered, RegisterActor};
 use pm_domain::checkpoint::{
     CheckpointEvent, ConversationCheckpoint, ConversationCheckpointCreated,
@@ -21,113 +21,18 @@ use pm_domain::task::{
     TaskEvent,
 };
 use pm_domain::tool_policy::ToolPolicy;
-use pm_domain::types::{ActorKind, CheckpointType, TaskCheckpointType};
-use pm_domain::{ids, Label, NonEmptyText};
-use serde::{Deserialize, Serialize};
+use pm_domain::types::TaskCheckpointType;
+use pm_domain::{ids, Label};
 use uuid::Uuid;
 
 use crate::bus::{AggregateStore, CommandBus, CommandContext, Ending, Load, Outcome};
 use crate::clock::Clock;
 use crate::AppError;
 
-/// Body of `POST /v1/actors`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(deny_unknown_fields)]
-pub struct RegisterActorInput {
-    /// `human` or `ai`.
-    pub kind: ActorKind,
-    /// The name shown.
-    pub display_name: NonEmptyText,
-    /// Identity in an external system; the id is then derived from it (UUIDv5).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub external_identity: Option<Label>,
-}
-
-/// Body of `POST /v1/conversations`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(deny_unknown_fields)]
-pub struct StartConversationInput {
-    /// Participating actors: at least one, each registered.
-    #[cfg_attr(feature = "openapi", schema(min_items = 1))]
-    pub actor_ids: Vec<Uuid>,
-    /// Title.
-    pub title: NonEmptyText,
-    /// Id in the external source; with `external_source` the id is derived (UUIDv5).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub external_id: Option<Label>,
-    /// External source, e.g. `github`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub external_source: Option<Label>,
-    /// Status given by the ingress.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<Label>,
-    /// Organization.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub organization: Option<Label>,
-}
-
-/// Body of `POST /v1/conversations/{id}/checkpoints`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(deny_unknown_fields)]
-pub struct CreateConversationCheckpointInput {
-    /// The decision.
-    pub checkpoint_type: CheckpointType,
-    /// LLM-optimized representation of the conversation state.
-    pub summary: NonEmptyText,
-}
-
-/// Body of `POST /v1/conversations/{id}/tasks`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(deny_unknown_fields)]
-pub struct CreateTaskInput {
-    /// A `BEGIN_WORK` checkpoint of this conversation.
-    pub checkpoint_id: Uuid,
-    /// What is to be done.
-    pub instructions: NonEmptyText,
-    /// A registered actor.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub assigned_to: Option<Uuid>,
-}
-
-/// Body of `POST /v1/tasks/{id}/checkpoints`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(deny_unknown_fields)]
-pub struct CreateTaskCheckpointInput {
-    /// The kind of progress.
-    #[serde(rename = "type")]
-    pub checkpoint_type: TaskCheckpointType,
-}
-
-/// Body of `POST /v1/conversations/{id}/messages`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(deny_unknown_fields)]
-pub struct AddMessageInput {
-    /// The author: a registered actor.
-    pub actor_id: Uuid,
-    /// The text.
-    pub content: NonEmptyText,
-    /// A task of this conversation the message is about.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub task_id: Option<Uuid>,
-    /// Identity in an external system; the id is then derived from it (UUIDv5).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub external_identity: Option<Label>,
-    /// When the message was written (RFC 3339, any offset; its UTC year 0001–9999);
-    /// default: the server time.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "pm_domain::time::deserialize_bounded_option"
-    )]
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
-    pub time: Option<DateTime<Utc>>,
-}
+pub use pm_api_types::commands::{
+    AddMessageInput, CreateConversationCheckpointInput, CreateTaskCheckpointInput, CreateTaskInput,
+    RegisterActorInput, StartConversationInput, ToolPolicyInput,
+};
 
 /// The command use cases.
 pub struct Commands<S> {
@@ -387,4 +292,3 @@ impl<S: CommandStore> Commands<S> {
 }
 
 mod tool_policies;
-pub use tool_policies::ToolPolicyInput;

@@ -1,121 +1,17 @@
-//! A logged event read back as the domain fact it records. Projections and sagas consume
-//! facts through this one parser; an event it cannot read is a poison event for them.
+//! A logged event read back as the domain fact it records: [`Fact`], the one parser that
+//! projections, sagas and pm-client share (it lives in `pm_api_types::fact`); here, how the
+//! log's events feed it.
 
-use pm_domain::actor::ActorRegistered;
-use pm_domain::checkpoint::ConversationCheckpointCreated;
-use pm_domain::conversation::ConversationStarted;
-use pm_domain::message::MessageAdded;
-use pm_domain::task::{TaskCheckpointCreated, TaskCreated};
-use pm_domain::{CheckpointInfo, Entity, TaskInfo};
-use serde::de::DeserializeOwned;
-use serde_json::Value;
+pub use pm_api_types::fact::{Fact, FactError, Logged};
 
 use crate::log::LoggedEvent;
 
-/// Every `project_manager.*` fact.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Fact {
-    /// `project_manager.actor.registered`
-    ActorRegistered(ActorRegistered),
-    /// `project_manager.conversation.started`
-    ConversationStarted(ConversationStarted),
-    /// `project_manager.conversation.checkpoint.created`
-    ConversationCheckpointCreated(ConversationCheckpointCreated),
-    /// `project_manager.task.created`
-    TaskCreated(TaskCreated),
-    /// `project_manager.task.checkpoint.created`
-    TaskCheckpointCreated(TaskCheckpointCreated),
-    /// `project_manager.message.added`
-    MessageAdded(MessageAdded),
-}
-
-/// Why an event is not a readable fact.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum FactError {
-    /// The event type is not a known fact (e.g. a rune): consumers skip it.
-    #[error("not a project_manager fact: {0}")]
-    Unknown(String),
-    /// A known type whose payload does not parse: a poison event.
-    #[error("{event_type} payload does not parse: {reason}")]
-    Malformed {
-        /// The event type.
-        event_type: String,
-        /// The parser's message.
-        reason: String,
-    },
-}
-
-/// Where a fact's fields are read from: the stored text (straight into the fact's type)
-/// or a value already parsed.
-trait Source {
-    fn read<T: DeserializeOwned>(self) -> Result<T, serde_json::Error>;
-}
-
-impl Source for &Value {
-    fn read<T: DeserializeOwned>(self) -> Result<T, serde_json::Error> {
-        T::deserialize(self)
-    }
-}
-
-impl Source for &str {
-    fn read<T: DeserializeOwned>(self) -> Result<T, serde_json::Error> {
-        serde_json::from_str(self)
-    }
-}
-
-fn parse<T: DeserializeOwned>(event_type: &str, payload: impl Source) -> Result<T, FactError> {
-    payload.read().map_err(|err| FactError::Malformed {
-        event_type: event_type.to_string(),
-        reason: err.to_string(),
-    })
-}
-
-impl Fact {
-    /// Reads a logged event.
-    ///
-    /// # Errors
-    /// [`FactError::Unknown`] for other event types, [`FactError::Malformed`] for a
-    /// payload that does not match its type.
-    pub fn from_logged(e: &LoggedEvent) -> Result<Self, FactError> {
-        Self::read(&e.event_type, e.payload.text())
+impl Logged for LoggedEvent {
+    fn event_type(&self) -> &str {
+        &self.event_type
     }
 
-    /// Reads a fact from its name and payload.
-    ///
-    /// # Errors
-    /// As [`Fact::from_logged`].
-    pub fn parse(event_type: &str, payload: &Value) -> Result<Self, FactError> {
-        Self::read(event_type, payload)
-    }
-
-    fn read(event_type: &str, p: impl Source + Copy) -> Result<Self, FactError> {
-        Ok(match event_type {
-            ActorRegistered::NAME => Self::ActorRegistered(parse(event_type, p)?),
-            ConversationStarted::NAME => Self::ConversationStarted(parse(event_type, p)?),
-            ConversationCheckpointCreated::NAME => {
-                Self::ConversationCheckpointCreated(parse(event_type, p)?)
-            }
-            TaskCreated::NAME => Self::TaskCreated(parse(event_type, p)?),
-            TaskCheckpointCreated::NAME => Self::TaskCheckpointCreated(parse(event_type, p)?),
-            MessageAdded::NAME => Self::MessageAdded(parse(event_type, p)?),
-            other => return Err(FactError::Unknown(other.to_string())),
-        })
-    }
-
-    /// What the fact tells cross-aggregate preconditions, if it creates a looked-up
-    /// entity.
-    pub fn lookup_entity(&self) -> Option<Entity> {
-        match self {
-            Self::ActorRegistered(a) => Some(Entity::Actor(a.kind)),
-            Self::ConversationStarted(_) => Some(Entity::Conversation),
-            Self::ConversationCheckpointCreated(c) => Some(Entity::Checkpoint(CheckpointInfo {
-                conversation_id: c.conversation_id,
-                checkpoint_type: c.checkpoint_type,
-            })),
-            Self::TaskCreated(t) => Some(Entity::Task(TaskInfo {
-                conversation_id: t.conversation_id,
-            })),
-            Self::TaskCheckpointCreated(_) | Self::MessageAdded(_) => None,
-        }
+    fn payload_text(&self) -> &str {
+        self.payload.text()
     }
 }

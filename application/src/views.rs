@@ -2,27 +2,20 @@
 //! what its OpenAPI document describes (with the `openapi` feature). Entities that are
 //! exactly their creation fact (actors, checkpoints, messages) are answered as the
 //! domain's facts themselves; the others add what the read model derives.
+//!
+//! The views pm-client reads too live in `pm_api_types::views` and are re-exported here;
+//! the log's CloudEvents and the keyset cursors (what a cursor holds, how it is encoded
+//! and checked) are the service's own.
 
-mod conversation;
 mod event;
 mod page;
-mod processor;
-mod saga;
-mod stats;
-mod task;
 
-pub use conversation::{ConversationView, LatestCheckpoint, TaskCounts};
 pub use event::CloudEvent;
-pub use page::{List, Page, PageCursor, PageRequest};
-pub use processor::{
-    ParkedEvent, ProcessorLag, ProcessorRecord, ProcessorReport, ReplicaView, RunnerView,
+pub use page::{List, PageCursor, PageRequest};
+pub use pm_api_types::views::{
+    ranks, AgentView, AnomalyInstance, AnomalyView, ConversationView, CycleTime, GroupKey,
+    LatestCheckpoint, LeaseView, Page, ParkedEvent, ProcessorLag, ProcessorRecord, ProcessorReport,
+    ReplicaView, RunnerView, SessionSnapshot, SessionView, StatsGroup, TaskCheckpointView,
+    TaskCounts, TaskDetail, TaskStats, TaskStatsGroup, TaskStatsView, TaskView, ToolCallView,
+    ToolResultView, TurnView, PERCENTILE_TENTHS,
 };
-pub use saga::{
-    AgentView, AnomalyInstance, AnomalyView, LeaseView, SessionSnapshot, SessionView, ToolCallView,
-    ToolResultView, TurnView,
-};
-pub use stats::{
-    ranks, CycleTime, GroupKey, StatsGroup, TaskStats, TaskStatsGroup, TaskStatsView,
-    PERCENTILE_TENTHS,
-};
-pub use task::{TaskCheckpointView, TaskDetail, TaskView};

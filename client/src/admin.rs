@@ -1,7 +1,7 @@
 //! Operator reads and controls (admin role): processors' positions and lag, parked
 //! events, projection rebuilds.
 
-use pm_application::views::{ParkedEvent, ProcessorReport};
+use pm_api_types::views::{ParkedEvent, ProcessorReport};
 use serde::Deserialize;
 
 use crate::http::{segment, Call};

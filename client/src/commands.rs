@@ -14,7 +14,7 @@ use uuid::Uuid;
 use crate::http::{header_value, name, Call, Retries};
 use crate::worker::Lease;
 use crate::{Client, Error, Position, TurnFence};
-use pm_application::commands::{
+use pm_api_types::commands::{
     AddMessageInput, CreateConversationCheckpointInput, CreateTaskCheckpointInput, CreateTaskInput,
     RegisterActorInput, StartConversationInput,
 };

@@ -2,7 +2,7 @@
 //! session, kill an agent. Each answers the controlled row as it is after the control,
 //! with the log position of the runes it recorded.
 
-use pm_application::views::{AgentView, SessionView};
+use pm_api_types::views::{AgentView, SessionView};
 use serde::de::DeserializeOwned;
 use uuid::Uuid;
 

@@ -10,7 +10,7 @@ mod raw;
 mod sequence;
 
 use chrono::{DateTime, Utc};
-use pm_application::fact::{Fact, FactError};
+use pm_api_types::fact::{Fact, FactError};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use uuid::Uuid;

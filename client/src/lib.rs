@@ -292,17 +292,18 @@ pub use turns::{ClaimContext, ClaimRequest, ClaimedTurn, Heartbeat, TurnFence};
 pub use webhooks::{verify_webhook, verify_webhook_at};
 pub use worker::{TurnHandle, Worker, WorkerBuilder};
 
-// The service's own types: request bodies, facts, enumerations and views.
-pub use pm_application::commands::{
+// The service's own types: request bodies, facts and views (pm-api-types), enumerations
+// and facts' rows (pm-domain).
+pub use pm_api_types::commands::{
     AddMessageInput, CreateConversationCheckpointInput, CreateTaskCheckpointInput, CreateTaskInput,
     RegisterActorInput, StartConversationInput, ToolPolicyInput,
 };
-pub use pm_application::fact::Fact;
-pub use pm_application::views::{
+pub use pm_api_types::fact::Fact;
+pub use pm_api_types::views::{
     AgentView, AnomalyInstance, AnomalyView, LeaseView, SessionView, ToolCallView, ToolResultView,
     TurnView,
 };
-pub use pm_application::views::{
+pub use pm_api_types::views::{
     ConversationView, CycleTime, GroupKey, LatestCheckpoint, Page, ParkedEvent, ProcessorLag,
     ProcessorRecord, ProcessorReport, ReplicaView, RunnerView, StatsGroup, TaskCheckpointView,
     TaskCounts, TaskDetail, TaskStats, TaskStatsGroup, TaskStatsView, TaskView,

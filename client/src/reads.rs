@@ -5,7 +5,7 @@
 mod queries;
 
 use futures::{Stream, StreamExt, TryStreamExt};
-use pm_application::views::{
+use pm_api_types::views::{
     AgentView, AnomalyView, ConversationView, Page, SessionView, StatsGroup, TaskCheckpointView,
     TaskDetail, TaskStatsView, ToolCallView, TurnView,
 };
@@ -172,7 +172,7 @@ impl Reader {
     pub async fn conversation_tasks(
         &self,
         query: &ConversationTaskQuery,
-    ) -> Result<Page<pm_application::views::TaskView>, Error> {
+    ) -> Result<Page<pm_api_types::views::TaskView>, Error> {
         self.list(query).await
     }
 
@@ -183,7 +183,7 @@ impl Reader {
     pub async fn tasks(
         &self,
         query: &TaskQuery,
-    ) -> Result<Page<pm_application::views::TaskView>, Error> {
+    ) -> Result<Page<pm_api_types::views::TaskView>, Error> {
         self.list(query).await
     }
 

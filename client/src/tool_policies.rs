@@ -2,7 +2,7 @@
 //! which tool calls run, wait for a person, or are denied — decided by the service when a
 //! worker reports them, whatever the worker says.
 
-use pm_application::commands::ToolPolicyInput;
+use pm_api_types::commands::ToolPolicyInput;
 use pm_domain::tool_policy::ToolPolicySet;
 use serde::Deserialize;
 

@@ -27,7 +27,7 @@ mod executor;
 
 use std::time::Duration;
 
-use pm_application::views::{ToolCallView, TurnView};
+use pm_api_types::views::{ToolCallView, TurnView};
 use pm_domain::saga::{ToolStatus, ToolStream};
 use serde::Serialize;
 use serde_json::Value;

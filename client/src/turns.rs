@@ -21,7 +21,7 @@ mod types;
 
 use std::time::Duration;
 
-use pm_application::views::TurnView;
+use pm_api_types::views::TurnView;
 use pm_domain::text::Label;
 use serde::Serialize;
 use uuid::Uuid;

@@ -3,7 +3,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use pm_application::webhooks::signature;
+use pm_api_types::webhooks::signature;
 use reqwest::header::HeaderMap;
 use serde::Serialize;
 use uuid::Uuid;
@@ -12,8 +12,8 @@ use crate::http::{Call, Retries};
 use crate::turns::json;
 use crate::{Client, Error, Position};
 
-pub use pm_application::webhooks::signature::VerifyError;
-pub use pm_application::webhooks::{DeliveryFailure, WebhookState, WebhookView};
+pub use pm_api_types::webhooks::signature::VerifyError;
+pub use pm_api_types::webhooks::{DeliveryFailure, WebhookState, WebhookView};
 
 #[derive(Serialize)]
 struct CreateBody<'a> {

@@ -2,36 +2,13 @@
 //! stream per name, its facts written through the bus like every other command's.
 
 use pm_domain::tool_policy::{
-    policy_id, Approver, PolicyAction, SetToolPolicy, ToolPolicy, ToolPolicyCommand,
-    ToolPolicyEvent, ToolPolicyRemoved, ToolPolicySet,
+    policy_id, SetToolPolicy, ToolPolicy, ToolPolicyCommand, ToolPolicyEvent, ToolPolicyRemoved,
+    ToolPolicySet,
 };
-use serde::{Deserialize, Serialize};
 
-use super::{expect, CommandStore, Commands};
+use super::{expect, CommandStore, Commands, ToolPolicyInput};
 use crate::bus::{CommandContext, Load, Outcome};
 use crate::AppError;
-
-/// Body of `PUT /v1/tool-policies/{name}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(deny_unknown_fields)]
-pub struct ToolPolicyInput {
-    /// A glob over tool names (`*` any run of characters, `?` one), 1–200 characters.
-    pub tools: String,
-    /// `allow`, `require_approval` or `deny`.
-    pub action: PolicyAction,
-    /// Who may approve (`require_approval` only): principal names and `role:<role>`;
-    /// absent, roles `admin` and `ingress`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<Vec<String>>))]
-    pub approvers: Option<Vec<Approver>>,
-    /// The organizations whose conversations it governs; absent, every conversation.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub organizations: Option<Vec<String>>,
-    /// Shown to approvers as the call's `policy_reason` (default: the policy's name).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-}
 
 impl<S: CommandStore> Commands<S> {
     /// `project_manager.tool_policy.set`, unless the policy in force says the same.

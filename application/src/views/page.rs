@@ -1,4 +1,7 @@
-//! Keyset pagination: a page of items and the opaque cursor of the next one.
+//! Keyset pagination: the opaque cursor of a page's next one (the page itself is
+//! [`Page`](pm_api_types::views::Page), a wire type).
+
+use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
@@ -79,6 +82,13 @@ impl PageCursor {
     }
 }
 
+/// The token, as a page's `next_cursor` (see [`PageCursor::encode`]).
+impl fmt::Display for PageCursor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.encode())
+    }
+}
+
 /// A page request: at most `limit` items after `cursor`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PageRequest {
@@ -86,41 +96,6 @@ pub struct PageRequest {
     pub limit: u32,
     /// The previous page's `next_cursor`, decoded.
     pub cursor: Option<PageCursor>,
-}
-
-/// A page of items.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct Page<T> {
-    /// The items.
-    pub items: Vec<T>,
-    /// The cursor of the next page, or null on the last one.
-    pub next_cursor: Option<String>,
-}
-
-impl<T> Page<T> {
-    /// The page with each item mapped by `f` (the cursor stays).
-    pub fn map<U>(self, f: impl FnMut(T) -> U) -> Page<U> {
-        Page {
-            items: self.items.into_iter().map(f).collect(),
-            next_cursor: self.next_cursor,
-        }
-    }
-
-    /// Splits `limit + 1` fetched items, each with its cursor, into a page.
-    pub fn from_fetched(mut items: Vec<(T, PageCursor)>, limit: u32) -> Self {
-        let more = items.len() > limit as usize;
-        items.truncate(limit as usize);
-        let next_cursor = if more {
-            items.last().map(|(_, c)| c.encode())
-        } else {
-            None
-        };
-        Self {
-            items: items.into_iter().map(|(v, _)| v).collect(),
-            next_cursor,
-        }
-    }
 }
 
 #[cfg(test)]
@@ -137,6 +112,11 @@ mod tests {
         assert_eq!(
             PageCursor::decode_for(&c.encode(), List::Tasks),
             Some(c.clone())
+        );
+        assert_eq!(
+            c.to_string(),
+            c.encode(),
+            "a page's next_cursor is the token"
         );
         assert_eq!(
             PageCursor::decode_for(&c.encode(), List::Conversations),

@@ -3,7 +3,7 @@
 //! [`Reader::walk`](crate::Reader::walk) serve them all.
 
 use chrono::{DateTime, Utc};
-use pm_application::views::{
+use pm_api_types::views::{
     AgentView, AnomalyView, ConversationView, SessionView, TaskView, ToolCallView, TurnView,
 };
 use pm_domain::checkpoint::ConversationCheckpointCreated;

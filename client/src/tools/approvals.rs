@@ -5,7 +5,7 @@ use std::collections::{HashSet, VecDeque};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt, TryStreamExt};
-use pm_application::views::ToolCallView;
+use pm_api_types::views::ToolCallView;
 use pm_domain::saga::ToolCallState;
 use uuid::Uuid;
 

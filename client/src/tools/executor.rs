@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{FutureExt, TryStreamExt};
-use pm_application::views::ToolCallView;
+use pm_api_types::views::ToolCallView;
 use pm_domain::saga::{ToolCallState, ToolStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;

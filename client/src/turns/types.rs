@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use pm_application::views::{ConversationView, TaskDetail, ToolCallView, TurnView};
+use pm_api_types::views::{ConversationView, TaskDetail, ToolCallView, TurnView};
 use pm_domain::checkpoint::ConversationCheckpointCreated;
 use pm_domain::message::MessageAdded;
 use pm_domain::saga::TurnKind;

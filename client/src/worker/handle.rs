@@ -4,10 +4,10 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use pm_application::commands::{
+use pm_api_types::commands::{
     AddMessageInput, CreateConversationCheckpointInput, CreateTaskCheckpointInput, CreateTaskInput,
 };
-use pm_application::views::{ToolCallView, TurnView};
+use pm_api_types::views::{ToolCallView, TurnView};
 use pm_domain::checkpoint::ConversationCheckpointCreated;
 use pm_domain::message::MessageAdded;
 use pm_domain::task::{TaskCheckpointCreated, TaskCreated};
