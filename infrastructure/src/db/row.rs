@@ -1,11 +1,13 @@
 //! A fetched row of either database, with typed column access that reads the same from
-//! both: ids are selected as text (`id::text AS id`), times as timestamps (PostgreSQL
-//! `timestamptz`, SQLite RFC 3339 text).
+//! both, so a select list needs no casts: an id is PostgreSQL's `uuid` (or an id kept as
+//! `text`, like the log's `aggregate_id`) or SQLite's text, an integer PostgreSQL's
+//! `smallint`, `integer` or `bigint` or SQLite's integer, a time PostgreSQL's
+//! `timestamptz` or SQLite's RFC 3339 text.
 
 use chrono::{DateTime, Utc};
 use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
-use sqlx::{ColumnIndex, Decode, Row, Type};
+use sqlx::{Column, ColumnIndex, Decode, Postgres, Row, Type, TypeInfo, ValueRef};
 use uuid::Uuid;
 
 /// A row of PostgreSQL or SQLite.
@@ -43,19 +45,28 @@ fn decode_error(col: &str, e: impl std::fmt::Display) -> sqlx::Error {
 }
 
 impl DbRow {
-    /// A nullable text column.
+    /// A nullable text column (also a PostgreSQL `json` document, as written; see
+    /// [`DbRow::opt_str`]).
     pub fn opt_string(&self, col: &str) -> Result<Option<String>, sqlx::Error> {
-        match self {
-            Self::Postgres(r) => get(r, col),
-            Self::Sqlite(r) => get(r, col),
-        }
+        Ok(self.opt_str(col)?.map(str::to_owned))
     }
 
     /// A nullable text column, borrowed from the row (no copy, for columns parsed at
-    /// once).
+    /// once). A PostgreSQL `json` column (the log's `payload` and `metadata`) reads as
+    /// its document's text, exactly as stored: the server sends `json` as that text in
+    /// either wire format, so the select list needs no `::text`.
     pub fn opt_str(&self, col: &str) -> Result<Option<&str>, sqlx::Error> {
         match self {
-            Self::Postgres(r) => get(r, col),
+            Self::Postgres(r) => {
+                if r.try_column(col)?.type_info().name() != "JSON" {
+                    return get(r, col);
+                }
+                let raw = r.try_get_raw(col)?;
+                if raw.is_null() {
+                    return Ok(None);
+                }
+                raw.as_str().map(Some).map_err(|e| decode_error(col, e))
+            }
             Self::Sqlite(r) => get(r, col),
         }
     }
@@ -80,10 +91,19 @@ impl DbRow {
             .ok_or_else(|| decode_error(col, "unexpected NULL"))
     }
 
-    /// A nullable integer column.
+    /// A nullable integer column (PostgreSQL's `integer` and `smallint` widened).
     pub fn opt_int(&self, col: &str) -> Result<Option<i64>, sqlx::Error> {
         match self {
-            Self::Postgres(r) => get(r, col),
+            Self::Postgres(r) => {
+                let ty = r.try_column(col)?.type_info();
+                if <i32 as Type<Postgres>>::compatible(ty) {
+                    Ok(get::<Option<i32>, _>(r, col)?.map(i64::from))
+                } else if <i16 as Type<Postgres>>::compatible(ty) {
+                    Ok(get::<Option<i16>, _>(r, col)?.map(i64::from))
+                } else {
+                    get(r, col)
+                }
+            }
             Self::Sqlite(r) => get(r, col),
         }
     }
@@ -125,14 +145,20 @@ impl DbRow {
             .ok_or_else(|| decode_error(col, "unexpected NULL"))
     }
 
-    /// A nullable id column selected as text.
+    /// A nullable id column: PostgreSQL's `uuid`, or an id kept as text (SQLite's, the
+    /// log's `aggregate_id`).
     pub fn opt_uuid(&self, col: &str) -> Result<Option<Uuid>, sqlx::Error> {
-        self.opt_string(col)?
+        if let Self::Postgres(r) = self {
+            if <Uuid as Type<Postgres>>::compatible(r.try_column(col)?.type_info()) {
+                return get(r, col);
+            }
+        }
+        self.opt_str(col)?
             .map(|s| s.parse().map_err(|e| decode_error(col, e)))
             .transpose()
     }
 
-    /// An id column selected as text (NULL is an error).
+    /// An id column (NULL is an error; see [`DbRow::opt_uuid`]).
     pub fn uuid(&self, col: &str) -> Result<Uuid, sqlx::Error> {
         self.opt_uuid(col)?
             .ok_or_else(|| decode_error(col, "unexpected NULL"))
