@@ -5,9 +5,9 @@
 //! `timestamptz` or SQLite's RFC 3339 text.
 
 use chrono::{DateTime, Utc};
-use sqlx::postgres::PgRow;
+use sqlx::postgres::{PgRow, PgValueRef};
 use sqlx::sqlite::SqliteRow;
-use sqlx::{Column, ColumnIndex, Decode, Postgres, Row, Type, TypeInfo, ValueRef};
+use sqlx::{ColumnIndex, Decode, Postgres, Row, Type, TypeInfo, ValueRef};
 use uuid::Uuid;
 
 /// A row of PostgreSQL or SQLite.
@@ -44,6 +44,38 @@ fn decode_error(col: &str, e: impl std::fmt::Display) -> sqlx::Error {
     }
 }
 
+/// A PostgreSQL column's value (`None` for NULL), found by name once; its type says how
+/// it decodes.
+fn pg_value<'r>(row: &'r PgRow, col: &str) -> Result<Option<PgValueRef<'r>>, sqlx::Error> {
+    let raw = row.try_get_raw(col)?;
+    Ok((!raw.is_null()).then_some(raw))
+}
+
+/// `raw` decoded as a `T` whose type the caller checked.
+fn pg_decode<'r, T: Decode<'r, Postgres>>(
+    raw: PgValueRef<'r>,
+    col: &str,
+) -> Result<T, sqlx::Error> {
+    T::decode(raw).map_err(|e| decode_error(col, e))
+}
+
+/// The error of a PostgreSQL column of a type an accessor does not read.
+fn pg_mismatch(col: &str, raw: &PgValueRef<'_>, wanted: &str) -> sqlx::Error {
+    decode_error(col, format!("{} is not {wanted}", raw.type_info().name()))
+}
+
+/// A PostgreSQL value read as text: text types, and `json`, which the server sends as the
+/// document's text in either wire format (unlike `jsonb`, whose binary form has a version
+/// byte).
+fn pg_text<'r>(raw: PgValueRef<'r>, col: &str) -> Result<&'r str, sqlx::Error> {
+    let ty = raw.type_info();
+    if ty.name() == "JSON" || <&str as Type<Postgres>>::compatible(&ty) {
+        raw.as_str().map_err(|e| decode_error(col, e))
+    } else {
+        Err(pg_mismatch(col, &raw, "text"))
+    }
+}
+
 impl DbRow {
     /// A nullable text column (also a PostgreSQL `json` document, as written; see
     /// [`DbRow::opt_str`]).
@@ -57,16 +89,7 @@ impl DbRow {
     /// either wire format, so the select list needs no `::text`.
     pub fn opt_str(&self, col: &str) -> Result<Option<&str>, sqlx::Error> {
         match self {
-            Self::Postgres(r) => {
-                if r.try_column(col)?.type_info().name() != "JSON" {
-                    return get(r, col);
-                }
-                let raw = r.try_get_raw(col)?;
-                if raw.is_null() {
-                    return Ok(None);
-                }
-                raw.as_str().map(Some).map_err(|e| decode_error(col, e))
-            }
+            Self::Postgres(r) => pg_value(r, col)?.map(|raw| pg_text(raw, col)).transpose(),
             Self::Sqlite(r) => get(r, col),
         }
     }
@@ -95,13 +118,25 @@ impl DbRow {
     pub fn opt_int(&self, col: &str) -> Result<Option<i64>, sqlx::Error> {
         match self {
             Self::Postgres(r) => {
-                let ty = r.try_column(col)?.type_info();
-                if <i32 as Type<Postgres>>::compatible(ty) {
-                    Ok(get::<Option<i32>, _>(r, col)?.map(i64::from))
-                } else if <i16 as Type<Postgres>>::compatible(ty) {
-                    Ok(get::<Option<i16>, _>(r, col)?.map(i64::from))
+                let Some(raw) = pg_value(r, col)? else {
+                    return Ok(None);
+                };
+                let (int8, int4, int2) = {
+                    let ty = raw.type_info();
+                    (
+                        <i64 as Type<Postgres>>::compatible(&ty),
+                        <i32 as Type<Postgres>>::compatible(&ty),
+                        <i16 as Type<Postgres>>::compatible(&ty),
+                    )
+                };
+                if int8 {
+                    pg_decode::<i64>(raw, col).map(Some)
+                } else if int4 {
+                    pg_decode::<i32>(raw, col).map(|v| Some(v.into()))
+                } else if int2 {
+                    pg_decode::<i16>(raw, col).map(|v| Some(v.into()))
                 } else {
-                    get(r, col)
+                    Err(pg_mismatch(col, &raw, "an integer"))
                 }
             }
             Self::Sqlite(r) => get(r, col),
@@ -148,14 +183,22 @@ impl DbRow {
     /// A nullable id column: PostgreSQL's `uuid`, or an id kept as text (SQLite's, the
     /// log's `aggregate_id`).
     pub fn opt_uuid(&self, col: &str) -> Result<Option<Uuid>, sqlx::Error> {
-        if let Self::Postgres(r) = self {
-            if <Uuid as Type<Postgres>>::compatible(r.try_column(col)?.type_info()) {
-                return get(r, col);
+        let text = match self {
+            Self::Postgres(r) => {
+                let Some(raw) = pg_value(r, col)? else {
+                    return Ok(None);
+                };
+                if <Uuid as Type<Postgres>>::compatible(&raw.type_info()) {
+                    return pg_decode(raw, col).map(Some);
+                }
+                pg_text(raw, col)?
             }
-        }
-        self.opt_str(col)?
-            .map(|s| s.parse().map_err(|e| decode_error(col, e)))
-            .transpose()
+            Self::Sqlite(r) => match get(r, col)? {
+                Some(text) => text,
+                None => return Ok(None),
+            },
+        };
+        text.parse().map(Some).map_err(|e| decode_error(col, e))
     }
 
     /// An id column (NULL is an error; see [`DbRow::opt_uuid`]).
