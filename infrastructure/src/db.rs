@@ -1,9 +1,14 @@
 //! One configuration, two stores: `postgres://…` (postgres-es) or `sqlite://…`
 //! (sqlite-es). The service migrates its own schema at start-up.
 //!
-//! SQL is written once, in PostgreSQL's dialect with explicit casts, and run on either
-//! database through [`Database`] (autocommit) or a [`Tx`]: arguments are [`Args`], rows
-//! are [`DbRow`]s read the same way from both (see [`crate::sql::Dialect`]).
+//! Statements run on either database through [`Database`] (autocommit) or a [`Tx`], as
+//! written: a statement that both databases read alike is one text with no casts, one
+//! where they differ is written once per [`Dialect`] (row locks, PostgreSQL-only reads;
+//! see [`crate::sql`]) — the SQL is never rewritten on the way. What makes one text fit
+//! both is typing: arguments are typed [`Args`], bound as each database's own type (ids
+//! `uuid` on PostgreSQL, text on SQLite), rows are [`DbRow`]s whose accessors
+//! decode either database's representation, and multi-row statements are built per
+//! dialect from their columns' [`SqlType`]s ([`rows_source`]).
 
 mod args;
 mod row;
@@ -11,10 +16,10 @@ mod rows;
 mod transient;
 mod tx;
 
-pub use args::{values, Arg, Args};
+pub use args::{params, values, Arg, Args};
 pub use row::DbRow;
+pub use rows::{rows_source, SqlType};
 pub use transient::is_transient;
-pub(crate) use tx::bind_sqlite;
 pub use tx::{Tx, ROWS_PER_STATEMENT};
 
 use std::path::Path;
@@ -202,34 +207,36 @@ impl Database {
         })
     }
 
-    /// Runs a statement in its own transaction; returns the number of rows it affected.
+    /// Runs a statement written for [`Database::dialect`] in its own transaction; returns the number of rows it affected.
     ///
     /// # Errors
     /// The database's error.
     pub async fn execute(&self, sql: &str, args: Args) -> Result<u64, sqlx::Error> {
-        let s = tx::Statement::new(self.dialect(), sql);
         Ok(match self {
-            Self::Postgres(pool) => s.pg(args).execute(pool).await?.rows_affected(),
-            Self::Sqlite(pool) => s.sqlite(args).execute(pool).await?.rows_affected(),
+            Self::Postgres(pool) => tx::bind_pg(sqlx::query(sql), args)
+                .execute(pool)
+                .await?
+                .rows_affected(),
+            Self::Sqlite(pool) => tx::bind_sqlite(sqlx::query(sql), args)
+                .execute(pool)
+                .await?
+                .rows_affected(),
         })
     }
 
-    /// Runs a query; returns its rows.
+    /// Runs a query written for [`Database::dialect`]; returns its rows.
     ///
     /// # Errors
     /// The database's error.
     pub async fn fetch_all(&self, sql: &str, args: Args) -> Result<Vec<DbRow>, sqlx::Error> {
-        let s = tx::Statement::new(self.dialect(), sql);
         Ok(match self {
-            Self::Postgres(pool) => s
-                .pg(args)
+            Self::Postgres(pool) => tx::bind_pg(sqlx::query(sql), args)
                 .fetch_all(pool)
                 .await?
                 .into_iter()
                 .map(DbRow::Postgres)
                 .collect(),
-            Self::Sqlite(pool) => s
-                .sqlite(args)
+            Self::Sqlite(pool) => tx::bind_sqlite(sqlx::query(sql), args)
                 .fetch_all(pool)
                 .await?
                 .into_iter()
@@ -238,7 +245,7 @@ impl Database {
         })
     }
 
-    /// Runs a query; returns its first row, if any.
+    /// Runs a query written for [`Database::dialect`]; returns its first row, if any.
     ///
     /// # Errors
     /// The database's error.
@@ -247,11 +254,12 @@ impl Database {
         sql: &str,
         args: Args,
     ) -> Result<Option<DbRow>, sqlx::Error> {
-        let s = tx::Statement::new(self.dialect(), sql);
         Ok(match self {
-            Self::Postgres(pool) => s.pg(args).fetch_optional(pool).await?.map(DbRow::Postgres),
-            Self::Sqlite(pool) => s
-                .sqlite(args)
+            Self::Postgres(pool) => tx::bind_pg(sqlx::query(sql), args)
+                .fetch_optional(pool)
+                .await?
+                .map(DbRow::Postgres),
+            Self::Sqlite(pool) => tx::bind_sqlite(sqlx::query(sql), args)
                 .fetch_optional(pool)
                 .await?
                 .map(DbRow::Sqlite),

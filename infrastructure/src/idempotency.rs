@@ -44,7 +44,7 @@ impl DbIdempotencyStore {
         let cutoff = Utc::now() - Duration::hours(KEY_TTL_HOURS);
         self.db
             .execute(
-                "DELETE FROM idempotency_keys WHERE created_at < $1::timestamptz",
+                "DELETE FROM idempotency_keys WHERE created_at < $1",
                 Args::new().time(&cutoff),
             )
             .await
@@ -87,13 +87,13 @@ impl DbIdempotencyStore {
 const CLAIM_ON_CONFLICT: &str = "ON CONFLICT (role, key) DO UPDATE SET request_hash = excluded.request_hash, \
        status = NULL, body = NULL, location = NULL, position = NULL, created_at = excluded.created_at, \
        owner = excluded.owner, claimed_at = excluded.claimed_at \
-     WHERE idempotency_keys.created_at < $6::timestamptz";
+     WHERE idempotency_keys.created_at < $6";
 
 /// Inserts a pending claim, or takes over a row older than the TTL (SQLite).
 static CLAIM: LazyLock<String> = LazyLock::new(|| {
     format!(
         "INSERT INTO idempotency_keys (role, key, request_hash, created_at, owner, claimed_at) \
-         VALUES ($1, $2, $3, $4::timestamptz, $5, $4::timestamptz) {CLAIM_ON_CONFLICT}"
+         VALUES ($1, $2, $3, $4, $5, $4) {CLAIM_ON_CONFLICT}"
     )
 });
 
@@ -107,14 +107,14 @@ static CLAIM: LazyLock<String> = LazyLock::new(|| {
 static CLAIM_POSTGRES: LazyLock<String> = LazyLock::new(|| {
     format!(
         "INSERT INTO idempotency_keys (role, key, request_hash, created_at, owner, claimed_at) \
-         SELECT $1, $2, $3, $4::timestamptz, $5, $4::timestamptz \
+         SELECT $1, $2, $3, $4, $5, $4 \
          FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit \
          {CLAIM_ON_CONFLICT}"
     )
 });
 
 /// Takes an abandoned pending claim over (compare-and-set on its owner).
-const TAKE_OVER: &str = "UPDATE idempotency_keys SET owner = $3, claimed_at = $4::timestamptz \
+const TAKE_OVER: &str = "UPDATE idempotency_keys SET owner = $3, claimed_at = $4 \
      WHERE role = $1 AND key = $2 AND status IS NULL AND (owner = $5 OR ($5 IS NULL AND owner IS NULL))";
 
 impl IdempotencyStore for DbIdempotencyStore {
@@ -138,7 +138,7 @@ impl IdempotencyStore for DbIdempotencyStore {
         let row = self
             .db
             .fetch_optional(
-                "SELECT request_hash, status::bigint AS status, body, location, position, owner, claimed_at \
+                "SELECT request_hash, status, body, location, position, owner, claimed_at \
                  FROM idempotency_keys WHERE role = $1 AND key = $2",
                 Args::new().text(&key.role).text(&key.key),
             )
@@ -176,7 +176,7 @@ impl IdempotencyStore for DbIdempotencyStore {
             .db
             .execute(
                 "INSERT INTO idempotency_keys (role, key, request_hash, created_at, claimed_at, status, body, location) \
-                 VALUES ($1, $2, $3, $4::timestamptz, $4::timestamptz, $5, $6, $7) ON CONFLICT (role, key) DO NOTHING",
+                 VALUES ($1, $2, $3, $4, $4, $5, $6, $7) ON CONFLICT (role, key) DO NOTHING",
                 Args::new()
                     .text(&key.role)
                     .text(&key.key)

@@ -16,7 +16,7 @@
 //! - [`analysts`]: PostgreSQL roles of analysts who may read one organization's rows of the
 //!   read schema (row-level security).
 //! - [`sagas`]: the sagas' runes, read rows and durable deadlines, and their queries.
-//! - [`sql`]: one SQL text for both databases.
+//! - [`sql`]: the two SQL dialects, and statements written once per dialect where they differ.
 //! - [`relay`]: the JetStream relay; [`webhooks`]: webhook subscriptions and their HTTP
 //!   deliveries.
 

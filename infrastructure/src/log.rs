@@ -40,8 +40,8 @@ const HELD_BACK: &str = "SELECT (extract(epoch FROM clock_timestamp() - a.xact_s
 /// The columns of a logged event, with its conversation's organization (one primary-key
 /// read of the log-derived `conversation_organizations` per event).
 const COLUMNS: &str = "global_position, aggregate_type, aggregate_id, sequence, \
-    event_type, event_version, payload::text AS payload, metadata::text AS metadata, \
-    conversation_id::text AS conversation_id, \
+    event_type, event_version, payload, metadata, \
+    conversation_id, \
     (SELECT o.organization FROM conversation_organizations o \
      WHERE o.conversation_id = events.conversation_id) AS organization";
 
@@ -80,15 +80,17 @@ fn read_clause(after: LogPosition, filter: &EventFilter, limit: u32) -> (String,
             any.push(format!("event_type = {p}"));
         }
         for prefix in &filter.type_prefixes {
-            let len = args.push(Arg::Int(Some(prefix.chars().count() as i64)));
+            // `substr` takes an `integer` length on PostgreSQL: bound as one.
+            let chars = i32::try_from(prefix.chars().count()).unwrap_or(i32::MAX);
+            let len = args.push(Arg::Int32(Some(chars)));
             let p = args.push(Arg::Text(Some(prefix.clone())));
-            any.push(format!("substr(event_type, 1, {len}::integer) = {p}"));
+            any.push(format!("substr(event_type, 1, {len}) = {p}"));
         }
         sql.push_str(&format!(" AND ({})", any.join(" OR ")));
     }
     if let Some(conversation_id) = filter.conversation_id {
-        let p = args.push(Arg::Text(Some(conversation_id.to_string())));
-        sql.push_str(&format!(" AND conversation_id = {p}::uuid"));
+        let p = args.push(Arg::Uuid(Some(conversation_id)));
+        sql.push_str(&format!(" AND conversation_id = {p}"));
     }
     if let Some(principal) = &filter.principal {
         // `->>` reads the json column on PostgreSQL and the text column on SQLite alike;

@@ -61,8 +61,8 @@ pub struct StoreLookup {
 const TURNS_REMEMBERED: usize = 10_000;
 
 /// The actor of a turn's agent (`$1` turn); no row when the turn does not exist.
-const TURN_ACTOR: &str = "SELECT a.actor_id::text AS actor_id FROM saga_turns t \
-     JOIN saga_agents a ON a.id = t.agent_id WHERE t.id = $1::uuid";
+const TURN_ACTOR: &str = "SELECT a.actor_id FROM saga_turns t \
+     JOIN saga_agents a ON a.id = t.agent_id WHERE t.id = $1";
 
 impl StoreLookup {
     /// A lookup reading `db`, remembering in `known`.
@@ -93,7 +93,7 @@ impl StoreLookup {
         let row = self
             .db
             .fetch_optional(
-                "SELECT event_type, payload::text AS payload FROM events \
+                "SELECT event_type, payload FROM events \
                  WHERE aggregate_type = $1 AND aggregate_id = $2 AND sequence = 1",
                 Args::new().text(aggregate_type).text(key.as_str()),
             )

@@ -62,7 +62,7 @@ impl DbOwners {
         // Each row: the thing exists; its organization NULL when its conversation has none.
         let sql = match target {
             Target::Conversation => {
-                "SELECT organization FROM conversation_organizations WHERE conversation_id = $1::uuid"
+                "SELECT organization FROM conversation_organizations WHERE conversation_id = $1"
             }
             Target::Task => {
                 "SELECT o.organization FROM events e \
@@ -72,12 +72,12 @@ impl DbOwners {
             Target::Agent => {
                 "SELECT o.organization FROM saga_agents a \
                  LEFT JOIN conversation_organizations o ON o.conversation_id = a.conversation_id \
-                 WHERE a.id = $1::uuid"
+                 WHERE a.id = $1"
             }
             Target::Turn => {
                 "SELECT o.organization FROM saga_turns t \
                  LEFT JOIN conversation_organizations o ON o.conversation_id = t.conversation_id \
-                 WHERE t.id = $1::uuid"
+                 WHERE t.id = $1"
             }
             Target::Actor => return Ok(None),
         };
@@ -110,7 +110,7 @@ impl DbOwners {
         let sql = format!(
             "SELECT 1 AS seen FROM conversation_actors a \
              JOIN conversation_organizations o ON o.conversation_id = a.conversation_id \
-             WHERE a.actor_id = $1::uuid{within} LIMIT 1"
+             WHERE a.actor_id = $1{within} LIMIT 1"
         );
         let row = self
             .db

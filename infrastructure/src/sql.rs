@@ -1,10 +1,9 @@
-//! One SQL text for both databases. Statements are written in PostgreSQL's dialect with
-//! explicit casts on parameters and columns (`$1::uuid`, `id::text`); for SQLite the casts
-//! are removed (SQLite binds `$N` by number, and stores ids and times as text). The
-//! statements run through [`crate::db::Database`] and [`crate::db::Tx`], which apply the
-//! dialect.
-
-use std::borrow::Cow;
+//! The two SQL dialects. A statement is written for the dialect it runs on and runs as
+//! written ([`crate::db`]): most statements read the same in both (typed arguments and
+//! row accessors make casts unnecessary), and where the dialects really differ — a row
+//! lock, a PostgreSQL-only statement (advisory locks, `pg_*` views, arrays) — both
+//! texts are written out ([`Sql`], or a `match` on the [`Dialect`]). No statement is
+//! translated from one dialect to the other.
 
 /// The SQL dialect of a connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,17 +13,6 @@ pub enum Dialect {
     /// SQLite.
     Sqlite,
 }
-
-const CASTS: &[&str] = &[
-    "::timestamptz",
-    "::uuid",
-    "::text",
-    "::bigint",
-    "::integer",
-    "::jsonb",
-    "::json",
-    "::xid8",
-];
 
 impl Dialect {
     /// The dialect a `DATABASE_URL` names (`postgres://`, `postgresql://`, `sqlite:`), or
@@ -40,20 +28,6 @@ impl Dialect {
         }
     }
 
-    /// The statement for this dialect.
-    pub fn sql<'a>(self, pg: &'a str) -> Cow<'a, str> {
-        match self {
-            Self::Postgres => Cow::Borrowed(pg),
-            Self::Sqlite => {
-                let mut s = pg.replace(" FOR UPDATE", "");
-                for cast in CASTS {
-                    s = s.replace(cast, "");
-                }
-                Cow::Owned(s)
-            }
-        }
-    }
-
     /// A column type for DDL: `uuid` and `timestamptz` are `text` in SQLite.
     pub fn ty(self, pg_type: &'static str) -> &'static str {
         match (self, pg_type) {
@@ -62,15 +36,23 @@ impl Dialect {
             (_, t) => t,
         }
     }
+}
 
-    /// `::<ty>` on PostgreSQL, nothing on SQLite (for SQL built piece by piece).
-    pub fn cast(self, ty: &'static str) -> &'static str {
-        match (self, ty) {
-            (Self::Sqlite, _) => "",
-            (_, "uuid") => "::uuid",
-            (_, "timestamptz") => "::timestamptz",
-            (_, "text") => "::text",
-            (_, _) => "",
+/// A statement whose text differs between the dialects, both written out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sql {
+    /// The PostgreSQL text.
+    pub pg: &'static str,
+    /// The SQLite text.
+    pub sqlite: &'static str,
+}
+
+impl Sql {
+    /// The text for `dialect`.
+    pub const fn of(&self, dialect: Dialect) -> &'static str {
+        match dialect {
+            Dialect::Postgres => self.pg,
+            Dialect::Sqlite => self.sqlite,
         }
     }
 }
@@ -98,12 +80,12 @@ mod tests {
     }
 
     #[test]
-    fn sqlite_drops_casts_and_row_locks() {
-        let pg = "SELECT id::text FROM t WHERE id = $1::uuid AND at > $2::timestamptz FOR UPDATE";
-        assert_eq!(Dialect::Postgres.sql(pg), pg);
-        assert_eq!(
-            Dialect::Sqlite.sql(pg),
-            "SELECT id FROM t WHERE id = $1 AND at > $2"
-        );
+    fn given_a_statement_written_per_dialect_when_chosen_then_each_dialect_gets_its_own_text() {
+        const LOCKED: Sql = Sql {
+            pg: "SELECT generation FROM processors WHERE name = $1 FOR UPDATE",
+            sqlite: "SELECT generation FROM processors WHERE name = $1",
+        };
+        assert_eq!(LOCKED.of(Dialect::Postgres), LOCKED.pg);
+        assert_eq!(LOCKED.of(Dialect::Sqlite), LOCKED.sqlite);
     }
 }

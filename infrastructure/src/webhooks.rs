@@ -16,7 +16,7 @@ use crate::Database;
 
 pub mod http;
 
-const COLUMNS: &str = "id::text AS id, url, types, organizations, secret, state, position, \
+const COLUMNS: &str = "id, url, types, organizations, secret, state, position, \
                        generation, last_error, created_at, updated_at";
 
 /// The subscriptions in a [`Database`].
@@ -105,7 +105,7 @@ impl WebhookStore for DbWebhookStore {
         self.db
             .execute(
                 "INSERT INTO webhooks (id, url, types, secret, state, position, generation, created_at, updated_at, organizations) \
-                 VALUES ($1::uuid, $2, $3, $4, 'active', $5, 0, $6::timestamptz, $6::timestamptz, $7)",
+                 VALUES ($1, $2, $3, $4, 'active', $5, 0, $6, $6, $7)",
                 Args::new()
                     .uuid(new.id)
                     .text(&new.url)
@@ -139,7 +139,7 @@ impl WebhookStore for DbWebhookStore {
         let row = self
             .db
             .fetch_optional(
-                &format!("SELECT {COLUMNS} FROM webhooks WHERE id = $1::uuid"),
+                &format!("SELECT {COLUMNS} FROM webhooks WHERE id = $1"),
                 Args::new().uuid(id),
             )
             .await
@@ -150,10 +150,7 @@ impl WebhookStore for DbWebhookStore {
     async fn delete(&self, id: Uuid) -> Result<bool, AppError> {
         let n = self
             .db
-            .execute(
-                "DELETE FROM webhooks WHERE id = $1::uuid",
-                Args::new().uuid(id),
-            )
+            .execute("DELETE FROM webhooks WHERE id = $1", Args::new().uuid(id))
             .await
             .map_err(store_error)?;
         Ok(n > 0)
@@ -169,7 +166,7 @@ impl WebhookStore for DbWebhookStore {
             .db
             .execute(
                 "UPDATE webhooks SET state = 'active', last_error = NULL, generation = generation + 1, \
-                 position = COALESCE($2, position), updated_at = $3::timestamptz WHERE id = $1::uuid",
+                 position = COALESCE($2, position), updated_at = $3 WHERE id = $1",
                 Args::new()
                     .uuid(id)
                     .opt_int(from.map(|p| p.0.saturating_sub(1).max(0)))
@@ -209,8 +206,8 @@ impl WebhookStore for DbWebhookStore {
         let n = self
             .db
             .execute(
-                "UPDATE webhooks SET position = $4, last_error = NULL, updated_at = $5::timestamptz \
-                 WHERE id = $1::uuid AND generation = $2 AND position = $3 AND state = 'active'",
+                "UPDATE webhooks SET position = $4, last_error = NULL, updated_at = $5 \
+                 WHERE id = $1 AND generation = $2 AND position = $3 AND state = 'active'",
                 Args::new()
                     .uuid(id)
                     .int(generation)
@@ -239,8 +236,8 @@ impl WebhookStore for DbWebhookStore {
         let n = self
             .db
             .execute(
-                "UPDATE webhooks SET last_error = $3, state = $4, updated_at = $5::timestamptz \
-                 WHERE id = $1::uuid AND generation = $2 AND state = 'active'",
+                "UPDATE webhooks SET last_error = $3, state = $4, updated_at = $5 \
+                 WHERE id = $1 AND generation = $2 AND state = 'active'",
                 Args::new()
                     .uuid(id)
                     .int(generation)
@@ -256,11 +253,8 @@ impl WebhookStore for DbWebhookStore {
     async fn report_position(&self, position: LogPosition) -> Result<(), AppError> {
         self.db
             .execute(
-                "UPDATE processors SET cursor_seq = $2, updated_at = $3::timestamptz WHERE name = $1",
-                Args::new()
-                    .text(WEBHOOKS)
-                    .int(position.0)
-                    .time(&Utc::now()),
+                "UPDATE processors SET cursor_seq = $2, updated_at = $3 WHERE name = $1",
+                Args::new().text(WEBHOOKS).int(position.0).time(&Utc::now()),
             )
             .await
             .map_err(store_error)?;

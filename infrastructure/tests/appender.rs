@@ -92,7 +92,7 @@ async fn a_command_s_facts_take_increasing_positions_in_row_order(db: TestDb) {
     assert_eq!(stored, positions);
     let conversation = database
         .fetch_all(
-            "SELECT count(*) AS n FROM events WHERE conversation_id = $1::uuid",
+            "SELECT count(*) AS n FROM events WHERE conversation_id = $1",
             Args::new().uuid(Uuid::nil()),
         )
         .await
@@ -143,7 +143,7 @@ async fn a_key_is_written_with_its_fact_and_a_taken_key_writes_nothing(db: TestD
         .expect("first");
     let stored = database
         .fetch_optional(
-            "SELECT status::bigint AS status, position FROM idempotency_keys WHERE role = $1 AND key = $2",
+            "SELECT status, position FROM idempotency_keys WHERE role = $1 AND key = $2",
             Args::new().text("ingress").text("k-1"),
         )
         .await
@@ -208,7 +208,7 @@ async fn a_claimed_key_completes_only_under_its_current_claim(db: TestDb) {
             .expect("the holder appends");
         let stored = database
             .fetch_optional(
-                "SELECT status::bigint AS status, position FROM idempotency_keys WHERE role = $1 AND key = $2",
+                "SELECT status, position FROM idempotency_keys WHERE role = $1 AND key = $2",
                 Args::new().text("ingress").text(name),
             )
             .await

@@ -11,6 +11,7 @@ use pm_application::scope::Scope;
 use pm_application::views::PageRequest;
 use pm_infrastructure::db::Args;
 use pm_infrastructure::sagas::SagaReads;
+use pm_infrastructure::sql::Sql;
 use pm_infrastructure::tool_policies::DbToolPolicies;
 use pm_infrastructure::Database;
 use pm_test_db::{on_both_backends, TestDb};
@@ -32,8 +33,8 @@ async fn a_tool_call_of_the_previous_release_reads_back_after_migrating(db: Test
             "INSERT INTO saga_tool_calls (id, turn_id, conversation_id, call_id, ordinal, \
              tool_name, arguments, state, requires_approval, policy_reason, approver, \
              timeout_ms, result, created_at, updated_at) \
-             VALUES ($1::uuid, $2::uuid, $3::uuid, 'c1', 0, 'shell', '{}', 'executing', \
-             true, 'the worker asked', 'alice', NULL, NULL, $4::timestamptz, $4::timestamptz)",
+             VALUES ($1, $2, $3, 'c1', 0, 'shell', '{}', 'executing', \
+             true, 'the worker asked', 'alice', NULL, NULL, $4, $4)",
             Args::new()
                 .uuid(id)
                 .uuid(turn)
@@ -63,11 +64,18 @@ async fn a_tool_call_of_the_previous_release_reads_back_after_migrating(db: Test
 
     // The trigger is in place: a policy's fact is a row of the policies in force.
     let payload = r#"{"name":"no-rm","tools":"shell.rm*","action":"deny","set_at":"2026-11-28T00:00:00.000000Z"}"#;
-    database
-        .execute(
-            "INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, \
+    // A text parameter is not a `json` value on PostgreSQL: the statement says so there.
+    let fact = Sql {
+        pg: "INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, \
              event_version, payload, metadata) VALUES ('tool_policy', $1, 1, \
              'project_manager.tool_policy.set', '1.0', $2::json, '{}')",
+        sqlite: "INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, \
+                 event_version, payload, metadata) VALUES ('tool_policy', $1, 1, \
+                 'project_manager.tool_policy.set', '1.0', $2, '{}')",
+    };
+    database
+        .execute(
+            fact.of(database.dialect()),
             Args::new().text(Uuid::new_v4().to_string()).text(payload),
         )
         .await

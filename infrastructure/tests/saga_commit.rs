@@ -162,7 +162,7 @@ async fn different_conversations_commit_in_parallel(db: TestDb) {
     let (held, other) = (conversations[0], conversations[1]);
     let mut open = database.begin().await.expect("begin");
     open.execute(
-        "UPDATE saga_conversations SET version = version WHERE conversation_id = $1::uuid",
+        "UPDATE saga_conversations SET version = version WHERE conversation_id = $1",
         Args::new().uuid(held),
     )
     .await
@@ -305,7 +305,7 @@ fn agent_rune(conversation: Uuid, agent: Uuid, sequence: i64, rune: serde_json::
 /// The turns in `agent`'s stored inbox, in its order.
 async fn inbox(db: &Database, agent: Uuid) -> Vec<String> {
     db.fetch_all(
-        "SELECT CAST(turn_id AS TEXT) AS turn_id FROM saga_agent_inbox WHERE agent_id = $1::uuid ORDER BY position",
+        "SELECT CAST(turn_id AS TEXT) AS turn_id FROM saga_agent_inbox WHERE agent_id = $1 ORDER BY position",
         Args::new().uuid(agent),
     )
     .await

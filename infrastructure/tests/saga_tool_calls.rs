@@ -220,7 +220,7 @@ async fn a_turn_reads_back_with_its_calls_in_report_order(db: TestDb) {
     // The analysts' view shows each call's place in its turn.
     let places: Vec<(String, i64)> = database
         .fetch_all(
-            "SELECT call_id, ordinal FROM tool_calls WHERE turn_id = $1::uuid ORDER BY ordinal",
+            "SELECT call_id, ordinal FROM tool_calls WHERE turn_id = $1 ORDER BY ordinal",
             Args::new().uuid(first.id),
         )
         .await

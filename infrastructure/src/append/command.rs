@@ -20,7 +20,7 @@ const COMPLETE_KEY: &str = "UPDATE idempotency_keys SET status = 201, position =
 /// Writes an unclaimed key's row, done with the fact at `position` (`$1` role, `$2` key,
 /// `$3` request hash, `$4` position, `$5` time); nothing when the key has a row.
 const RECORD_KEY: &str = "INSERT INTO idempotency_keys (role, key, request_hash, created_at, claimed_at, status, position) \
-     VALUES ($1, $2, $3, $5::timestamptz, $5::timestamptz, 201, $4) ON CONFLICT (role, key) DO NOTHING";
+     VALUES ($1, $2, $3, $5, $5, 201, $4) ON CONFLICT (role, key) DO NOTHING";
 
 /// The rows and, with a key, its row: completed when claimed ($11) by $13, written
 /// otherwise — a key that has a row already makes the `INSERT` violate

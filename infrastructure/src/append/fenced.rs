@@ -16,20 +16,24 @@ use uuid::Uuid;
 
 use super::NewEvent;
 use crate::db::{Args, Tx};
+use crate::sql::Sql;
 use crate::Database;
 
 /// The turn's kind, task, conversation, and what its fencing is decided on (`$1` turn).
-const TURN: &str =
-    "SELECT kind, task_id::text AS task_id, conversation_id::text AS conversation_id, \
-     state, turn_epoch, claims::bigint AS claims FROM saga_turns WHERE id = $1::uuid";
+const TURN: &str = "SELECT kind, task_id, conversation_id, \
+     state, turn_epoch, claims FROM saga_turns WHERE id = $1";
 
 /// The turn's lease row (`$1` turn), locked on PostgreSQL.
-const LEASE: &str = "SELECT epoch, due_at FROM saga_deadlines \
-     WHERE aggregate_type = 'turn' AND aggregate_id = $1::uuid AND kind = 'turn_lease'";
+const LEASE: Sql = Sql {
+    pg: "SELECT epoch, due_at FROM saga_deadlines \
+         WHERE aggregate_type = 'turn' AND aggregate_id = $1 AND kind = 'turn_lease' FOR UPDATE",
+    sqlite: "SELECT epoch, due_at FROM saga_deadlines \
+             WHERE aggregate_type = 'turn' AND aggregate_id = $1 AND kind = 'turn_lease'",
+};
 
 /// Ends the lease with the facts of a command that ends its turn (`$1` turn).
 const END_LEASE: &str = "DELETE FROM saga_deadlines \
-     WHERE aggregate_type = 'turn' AND aggregate_id = $1::uuid AND kind = 'turn_lease'";
+     WHERE aggregate_type = 'turn' AND aggregate_id = $1 AND kind = 'turn_lease'";
 
 /// Appends `rows` for the claim `fence` names, with `key`'s row; see the module docs.
 ///
@@ -83,12 +87,8 @@ async fn check(tx: &mut Tx, rows: &[NewEvent], fence: &Fence) -> Result<bool, Ap
             "turn {turn_id} belongs to conversation {conversation}, not {other}"
         )));
     }
-    let lock = match tx {
-        Tx::Postgres(_) => " FOR UPDATE",
-        Tx::Sqlite(_) => "",
-    };
     let lease = tx
-        .fetch_optional(&format!("{LEASE}{lock}"), Args::new().uuid(turn_id))
+        .fetch_optional(LEASE.of(tx.dialect()), Args::new().uuid(turn_id))
         .await
         .map_err(classify)?;
     let state = turn.string("state").map_err(read)?;

@@ -6,7 +6,7 @@
 use pm_application::log::LogPosition;
 
 use super::{Appended, CursorMove, NewEvent};
-use crate::db::{Args, Tx};
+use crate::db::{Args, SqlType, Tx};
 
 /// The rows (as arrays: one prepared statement whatever their number) and the cursor's
 /// move from `$12` to `$10` (`$9` the processor, `NULL` for none) in one PostgreSQL
@@ -72,7 +72,16 @@ pub(super) async fn insert(
         .insert_all(
             "INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, \
              event_version, payload, metadata, conversation_id)",
-            &["", "", "", "", "", "::json", "::json", "::uuid"],
+            &[
+                SqlType::Text,
+                SqlType::Text,
+                SqlType::Int,
+                SqlType::Text,
+                SqlType::Text,
+                SqlType::Json,
+                SqlType::Json,
+                SqlType::Uuid,
+            ],
             "RETURNING sequence, global_position",
             rows,
             |args, r| {

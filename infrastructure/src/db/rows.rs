@@ -1,186 +1,203 @@
 //! Statements over many rows of arguments (multi-row `INSERT`s, `UPDATE … FROM` a list of
-//! rows) on either database. SQLite gets a `VALUES` list; PostgreSQL gets one array per
-//! column (`SELECT … FROM UNNEST($1::text[], …)`), so a statement has the same text
-//! whatever its number of rows and is parsed and planned once per connection — a `VALUES`
-//! list of N rows is a new statement for every N.
+//! rows) on either database, built for each dialect from the columns' [`SqlType`]s. SQLite
+//! gets a `VALUES` list of plain parameters; PostgreSQL gets one natively typed array per
+//! column (`SELECT * FROM UNNEST($1::uuid[], $2::text[], …)`), so a statement has the same
+//! text whatever its number of rows and is parsed and planned once per connection — a
+//! `VALUES` list of N rows is a new statement for every N.
 
+use chrono::{DateTime, Utc};
 use sqlx::postgres::PgArguments;
 use sqlx::query::Query;
 use sqlx::Postgres;
+use uuid::Uuid;
 
 use super::args::{values, Arg, Args};
 use crate::sql::Dialect;
 
-/// One column's values, gathered from the rows' arguments.
-enum Column {
+/// The type of a column of a multi-row statement: which [`Arg`]s it takes and, on
+/// PostgreSQL, the array its values are bound as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SqlType {
+    /// An id ([`Arg::Uuid`]): `uuid[]`.
+    Uuid,
+    /// Text ([`Arg::Text`]): `text[]`.
+    Text,
+    /// A JSON document written to a PostgreSQL `json` column ([`Arg::Text`]): bound as
+    /// `text[]` and read as `json[]`, which keeps the document as written (a `jsonb`
+    /// parameter would reorder it). Text on SQLite.
+    Json,
+    /// A 64-bit integer ([`Arg::Int`]): `int8[]` (an `integer` column takes it too).
+    Int,
+    /// A boolean ([`Arg::Bool`]): `bool[]`.
+    Bool,
+    /// A time ([`Arg::Time`]): `timestamptz[]`.
+    Time,
+}
+
+impl SqlType {
+    /// The PostgreSQL array expression of parameter `$n` of this type.
+    fn pg_array(self) -> &'static str {
+        match self {
+            Self::Uuid => "uuid[]",
+            Self::Text => "text[]",
+            Self::Json => "text[]::json[]",
+            Self::Int => "int8[]",
+            Self::Bool => "bool[]",
+            Self::Time => "timestamptz[]",
+        }
+    }
+
+    /// Whether `arg` is a value of this type.
+    pub(crate) fn takes(self, arg: &Arg) -> bool {
+        matches!(
+            (self, arg),
+            (Self::Uuid, Arg::Uuid(_))
+                | (Self::Text | Self::Json, Arg::Text(_))
+                | (Self::Int, Arg::Int(_))
+                | (Self::Bool, Arg::Bool(_))
+                | (Self::Time, Arg::Time(_))
+        )
+    }
+}
+
+/// The source of `rows` rows of `types` for `dialect`, its parameters from `$1`: on
+/// PostgreSQL `SELECT * FROM UNNEST($1::uuid[], …)` (one array per column, whatever the
+/// rows), on SQLite `VALUES ($1, $2), ($3, $4)`. It goes after `INSERT INTO t (cols)` or
+/// in a `WITH v (cols) AS (…)`.
+pub fn rows_source(dialect: Dialect, types: &[SqlType], rows: usize) -> String {
+    match dialect {
+        Dialect::Postgres => {
+            let mut sql = String::from("SELECT * FROM UNNEST(");
+            for (i, ty) in types.iter().enumerate() {
+                if i > 0 {
+                    sql.push_str(", ");
+                }
+                sql.push('$');
+                sql.push_str(&(i + 1).to_string());
+                sql.push_str("::");
+                sql.push_str(ty.pg_array());
+            }
+            sql.push(')');
+            sql
+        }
+        Dialect::Sqlite => format!("VALUES {}", values(types.len(), rows)),
+    }
+}
+
+/// Checks that `args` are `rows` rows of `types`, row by row: a statement whose arguments
+/// do not fit its columns is refused before it reaches either database (alike on both).
+pub(crate) fn check(types: &[SqlType], rows: usize, args: &Args) -> Result<(), sqlx::Error> {
+    let refuse = |why: String| Err(sqlx::Error::Encode(why.into()));
+    if args.len() != rows * types.len() {
+        return refuse(format!(
+            "{} arguments for {rows} rows of {} columns",
+            args.len(),
+            types.len()
+        ));
+    }
+    for (i, arg) in args.0.iter().enumerate() {
+        let ty = types[i % types.len()];
+        if !ty.takes(arg) {
+            return refuse(format!("column {} is {ty:?}, not {arg:?}", i % types.len()));
+        }
+    }
+    Ok(())
+}
+
+/// One column's values, bound to a PostgreSQL statement as one array.
+pub(crate) enum PgArray {
+    Uuid(Vec<Option<Uuid>>),
     Text(Vec<Option<String>>),
     Int(Vec<Option<i64>>),
-    Bool(Vec<bool>),
-    Bytes(Vec<Vec<u8>>),
+    Bool(Vec<Option<bool>>),
+    Time(Vec<Option<DateTime<Utc>>>),
 }
 
-impl Column {
-    fn of(first: &Arg, rows: usize) -> Self {
-        match first {
-            Arg::Text(_) => Self::Text(Vec::with_capacity(rows)),
-            Arg::Int(_) => Self::Int(Vec::with_capacity(rows)),
-            Arg::Bool(_) => Self::Bool(Vec::with_capacity(rows)),
-            Arg::Bytes(_) => Self::Bytes(Vec::with_capacity(rows)),
+impl PgArray {
+    fn of(ty: SqlType, rows: usize) -> Self {
+        match ty {
+            SqlType::Uuid => Self::Uuid(Vec::with_capacity(rows)),
+            SqlType::Text | SqlType::Json => Self::Text(Vec::with_capacity(rows)),
+            SqlType::Int => Self::Int(Vec::with_capacity(rows)),
+            SqlType::Bool => Self::Bool(Vec::with_capacity(rows)),
+            SqlType::Time => Self::Time(Vec::with_capacity(rows)),
         }
     }
 
-    /// Adds a row's value (of the column's kind: see [`uniform`]).
+    /// Adds a value ([`check`] made sure it is of the column's type).
     fn push(&mut self, arg: Arg) {
         match (self, arg) {
-            (Self::Text(c), Arg::Text(v)) => c.push(v),
-            (Self::Int(c), Arg::Int(v)) => c.push(v),
-            (Self::Bool(c), Arg::Bool(v)) => c.push(v),
-            (Self::Bytes(c), Arg::Bytes(v)) => c.push(v),
-            _ => debug_assert!(false, "a column mixes kinds of values (see `uniform`)"),
+            (Self::Uuid(a), Arg::Uuid(v)) => a.push(v),
+            (Self::Text(a), Arg::Text(v)) => a.push(v),
+            (Self::Int(a), Arg::Int(v)) => a.push(v),
+            (Self::Bool(a), Arg::Bool(v)) => a.push(v),
+            (Self::Time(a), Arg::Time(v)) => a.push(v),
+            _ => debug_assert!(false, "a value of another type (see `check`)"),
         }
     }
 
-    fn array_type(&self) -> &'static str {
+    /// The checked, row-major `args` as one array per column of `types`.
+    pub(crate) fn columns(types: &[SqlType], rows: usize, args: Args) -> Vec<Self> {
+        let mut columns: Vec<Self> = types.iter().map(|ty| Self::of(*ty, rows)).collect();
+        for (i, arg) in args.0.into_iter().enumerate() {
+            columns[i % types.len()].push(arg);
+        }
+        columns
+    }
+
+    /// Binds the array to `q`.
+    pub(crate) fn bind(
+        self,
+        q: Query<'_, Postgres, PgArguments>,
+    ) -> Query<'_, Postgres, PgArguments> {
         match self {
-            Self::Text(_) => "text[]",
-            Self::Int(_) => "int8[]",
-            Self::Bool(_) => "bool[]",
-            Self::Bytes(_) => "bytea[]",
+            Self::Uuid(a) => q.bind(a),
+            Self::Text(a) => q.bind(a),
+            Self::Int(a) => q.bind(a),
+            Self::Bool(a) => q.bind(a),
+            Self::Time(a) => q.bind(a),
         }
     }
-}
-
-/// A statement over `rows` rows of `casts.len()` arguments each (row by row in `args`,
-/// each column cast with its entry of `casts`: `"::uuid"`, `"::timestamptz"`, `""`): the
-/// rows as a source — `VALUES (…), (…)` or `SELECT … FROM UNNEST(…) AS u(…)` — that
-/// `around` places in the statement (after `INSERT INTO t (cols)`, in a `WITH v (cols)
-/// AS (…)`).
-pub(crate) struct RowsStatement {
-    sql: String,
-    columns: Option<Vec<Column>>,
-    args: Option<Args>,
-}
-
-impl RowsStatement {
-    /// The statement for `dialect`.
-    pub(crate) fn new(
-        dialect: Dialect,
-        casts: &[&str],
-        rows: usize,
-        args: Args,
-        around: impl FnOnce(&str) -> String,
-    ) -> Self {
-        let width = casts.len();
-        if dialect == Dialect::Postgres
-            && rows > 0
-            && args.len() == rows * width
-            && uniform(&args, width)
-        {
-            let columns = transpose(args, width, rows);
-            let mut select = Vec::with_capacity(width);
-            let mut arrays = Vec::with_capacity(width);
-            let mut names = Vec::with_capacity(width);
-            for (i, (cast, column)) in casts.iter().zip(&columns).enumerate() {
-                select.push(format!("u.c{i}{cast}"));
-                arrays.push(format!("${}::{}", i + 1, column.array_type()));
-                names.push(format!("c{i}"));
-            }
-            let source = format!(
-                "SELECT {} FROM UNNEST({}) AS u({})",
-                select.join(", "),
-                arrays.join(", "),
-                names.join(", ")
-            );
-            return Self {
-                sql: around(&source),
-                columns: Some(columns),
-                args: None,
-            };
-        }
-        Self {
-            sql: around(&format!("VALUES {}", values(casts, rows))),
-            columns: None,
-            args: Some(args),
-        }
-    }
-
-    /// The SQL (PostgreSQL's dialect; the caller translates it for SQLite).
-    pub(crate) fn sql(&self) -> &str {
-        &self.sql
-    }
-
-    /// The row-by-row arguments of the `VALUES` form, if that is the form.
-    pub(crate) fn take_args(&mut self) -> Option<Args> {
-        self.args.take()
-    }
-
-    /// Binds the column arrays of the `UNNEST` form to `q`.
-    pub(crate) fn bind_columns<'q>(
-        &mut self,
-        mut q: Query<'q, Postgres, PgArguments>,
-    ) -> Query<'q, Postgres, PgArguments> {
-        for column in self.columns.take().unwrap_or_default() {
-            q = match column {
-                Column::Text(v) => q.bind(v),
-                Column::Int(v) => q.bind(v),
-                Column::Bool(v) => q.bind(v),
-                Column::Bytes(v) => q.bind(v),
-            };
-        }
-        q
-    }
-}
-
-/// Whether every column of the row-major `args` holds one kind of value.
-fn uniform(args: &Args, width: usize) -> bool {
-    let kind = |a: &Arg| std::mem::discriminant(a);
-    args.0
-        .iter()
-        .enumerate()
-        .all(|(i, a)| kind(a) == kind(&args.0[i % width]))
-}
-
-/// The row-major `args` (uniform, see [`uniform`]) as `width` columns.
-fn transpose(args: Args, width: usize, rows: usize) -> Vec<Column> {
-    let all = args.0;
-    let mut columns: Vec<Column> = all[..width]
-        .iter()
-        .map(|first| Column::of(first, rows))
-        .collect();
-    for (i, arg) in all.into_iter().enumerate() {
-        columns[i % width].push(arg);
-    }
-    columns
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    const TYPES: &[SqlType] = &[SqlType::Uuid, SqlType::Int, SqlType::Json, SqlType::Time];
+
     #[test]
-    fn postgres_gets_one_array_per_column_whatever_the_rows() {
-        let args = Args::new().text("a").int(1).text("b").opt_int(None::<i64>);
-        let insert = RowsStatement::new(Dialect::Postgres, &["::uuid", ""], 2, args, |rows| {
-            format!("INSERT INTO t (x, n) {rows} ON CONFLICT DO NOTHING")
-        });
+    fn given_postgres_when_the_rows_source_is_built_then_it_is_one_typed_array_per_column() {
         assert_eq!(
-            insert.sql(),
-            "INSERT INTO t (x, n) SELECT u.c0::uuid, u.c1 FROM UNNEST($1::text[], $2::int8[]) \
-             AS u(c0, c1) ON CONFLICT DO NOTHING"
+            rows_source(Dialect::Postgres, TYPES, 3),
+            "SELECT * FROM UNNEST($1::uuid[], $2::int8[], $3::text[]::json[], $4::timestamptz[])"
+        );
+        assert_eq!(
+            rows_source(Dialect::Postgres, TYPES, 1),
+            rows_source(Dialect::Postgres, TYPES, 500)
         );
     }
 
     #[test]
-    fn sqlite_and_mixed_columns_get_a_values_list() {
-        let args = || Args::new().text("a").int(1).int(2).int(3);
-        let insert = |rows: &str| format!("INSERT INTO t (x, n) {rows}");
-        let sqlite = RowsStatement::new(Dialect::Sqlite, &["", ""], 2, args(), insert);
+    fn given_sqlite_when_the_rows_source_is_built_then_it_is_a_values_list_without_casts() {
         assert_eq!(
-            sqlite.sql(),
-            "INSERT INTO t (x, n) VALUES ($1, $2), ($3, $4)"
+            rows_source(Dialect::Sqlite, &TYPES[..2], 2),
+            "VALUES ($1, $2), ($3, $4)"
         );
-        // Column x holds a text and an integer: no single array type.
-        let mixed = RowsStatement::new(Dialect::Postgres, &["", ""], 2, args(), insert);
-        assert!(mixed.sql().contains("VALUES"), "{}", mixed.sql());
+    }
+
+    #[test]
+    fn given_arguments_that_do_not_fit_the_columns_when_checked_then_they_are_refused() {
+        let row = |args: Args| args.uuid(Uuid::nil()).opt_int(None);
+        let two = row(row(Args::new()));
+        assert!(check(&TYPES[..2], 2, &two).is_ok());
+        assert!(check(&TYPES[..2], 3, &two).is_err());
+        let text_id = Args::new().text(Uuid::nil().to_string()).int(1);
+        assert!(check(&TYPES[..2], 1, &text_id).is_err());
+        let columns = PgArray::columns(&TYPES[..2], 2, two);
+        assert!(
+            matches!(&columns[..], [PgArray::Uuid(ids), PgArray::Int(ns)]
+            if ids.len() == 2 && ns == &[None, None])
+        );
     }
 }

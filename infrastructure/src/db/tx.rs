@@ -1,70 +1,59 @@
 //! Running statements on either database: [`Database`](super::Database) (autocommit, from
-//! the pool) and [`Tx`] (one transaction) take a statement written in PostgreSQL's dialect
-//! with [`Args`], translate it for SQLite ([`Dialect::sql`]) and bind the arguments.
+//! the pool) and [`Tx`] (one transaction) run the SQL they are given as it is — the caller
+//! wrote it for the connection's [`Dialect`] — and bind the typed [`Args`] in each
+//! database's own types ([`bind_pg`], [`bind_sqlite`]).
 
+use sqlx::postgres::PgArguments;
 use sqlx::query::Query;
-use sqlx::{Encode, Postgres, Sqlite, Transaction, Type};
+use sqlx::sqlite::SqliteArguments;
+use sqlx::{Postgres, Sqlite, Transaction};
 
 use super::args::{Arg, Args};
 use super::row::DbRow;
-use super::rows::RowsStatement;
+use super::rows::{check, rows_source, PgArray, SqlType};
 use crate::sql::Dialect;
 
 /// Rows per multi-row statement: well below both databases' parameter limits.
 pub const ROWS_PER_STATEMENT: usize = 500;
 
-/// Binds `args` to a statement of any database.
-fn bind<'q, DB: sqlx::Database>(
-    mut q: Query<'q, DB, DB::Arguments<'q>>,
+/// Binds `args` to a PostgreSQL statement: ids as `uuid`, times as `timestamptz`.
+pub(crate) fn bind_pg<'q>(
+    mut q: Query<'q, Postgres, PgArguments>,
     args: Args,
-) -> Query<'q, DB, DB::Arguments<'q>>
-where
-    Option<String>: Encode<'q, DB> + Type<DB>,
-    Option<i64>: Encode<'q, DB> + Type<DB>,
-    bool: Encode<'q, DB> + Type<DB>,
-    Vec<u8>: Encode<'q, DB> + Type<DB>,
-{
+) -> Query<'q, Postgres, PgArguments> {
     for arg in args.0 {
         q = match arg {
             Arg::Text(v) => q.bind(v),
             Arg::Int(v) => q.bind(v),
+            Arg::Int32(v) => q.bind(v),
             Arg::Bool(v) => q.bind(v),
             Arg::Bytes(v) => q.bind(v),
+            Arg::Uuid(v) => q.bind(v),
+            Arg::Time(v) => q.bind(v),
         };
     }
     q
 }
 
-/// Binds `args` to a SQLite statement written for SQLite.
+/// Binds `args` to a SQLite statement: ids and times as the text SQLite stores them as
+/// (hyphenated; [`pm_domain::time::format`]) — never sqlx's own encodings of them (a
+/// blob, another time format), which would not compare equal to the stored text.
 pub(crate) fn bind_sqlite<'q>(
-    q: Query<'q, Sqlite, sqlx::sqlite::SqliteArguments<'q>>,
+    mut q: Query<'q, Sqlite, SqliteArguments<'q>>,
     args: Args,
-) -> Query<'q, Sqlite, sqlx::sqlite::SqliteArguments<'q>> {
-    bind(q, args)
-}
-
-/// A statement's SQL for one connection's dialect.
-pub(crate) struct Statement {
-    pub(crate) sql: String,
-}
-
-impl Statement {
-    pub(crate) fn new(d: Dialect, sql: &str) -> Self {
-        Self {
-            sql: d.sql(sql).into_owned(),
-        }
+) -> Query<'q, Sqlite, SqliteArguments<'q>> {
+    for arg in args.0 {
+        q = match arg {
+            Arg::Text(v) => q.bind(v),
+            Arg::Int(v) => q.bind(v),
+            Arg::Int32(v) => q.bind(v),
+            Arg::Bool(v) => q.bind(v),
+            Arg::Bytes(v) => q.bind(v),
+            Arg::Uuid(v) => q.bind(v.map(|v| v.hyphenated().to_string())),
+            Arg::Time(v) => q.bind(v.as_ref().map(pm_domain::time::format)),
+        };
     }
-
-    pub(crate) fn pg(&self, args: Args) -> Query<'_, Postgres, sqlx::postgres::PgArguments> {
-        bind(sqlx::query(&self.sql), args)
-    }
-
-    pub(crate) fn sqlite(
-        &self,
-        args: Args,
-    ) -> Query<'_, Sqlite, sqlx::sqlite::SqliteArguments<'_>> {
-        bind(sqlx::query(&self.sql), args)
-    }
+    q
 }
 
 /// One transaction on either database. Dropped without [`Tx::commit`], it rolls back.
@@ -84,34 +73,37 @@ impl Tx {
         }
     }
 
-    /// Runs a statement; returns the number of rows it affected.
+    /// Runs a statement written for [`Tx::dialect`]; returns the number of rows it
+    /// affected.
     ///
     /// # Errors
     /// The database's error.
     pub async fn execute(&mut self, sql: &str, args: Args) -> Result<u64, sqlx::Error> {
-        let s = Statement::new(self.dialect(), sql);
         Ok(match self {
-            Self::Postgres(tx) => s.pg(args).execute(&mut **tx).await?.rows_affected(),
-            Self::Sqlite(tx) => s.sqlite(args).execute(&mut **tx).await?.rows_affected(),
+            Self::Postgres(tx) => bind_pg(sqlx::query(sql), args)
+                .execute(&mut **tx)
+                .await?
+                .rows_affected(),
+            Self::Sqlite(tx) => bind_sqlite(sqlx::query(sql), args)
+                .execute(&mut **tx)
+                .await?
+                .rows_affected(),
         })
     }
 
-    /// Runs a query; returns its rows.
+    /// Runs a query written for [`Tx::dialect`]; returns its rows.
     ///
     /// # Errors
     /// The database's error.
     pub async fn fetch_all(&mut self, sql: &str, args: Args) -> Result<Vec<DbRow>, sqlx::Error> {
-        let s = Statement::new(self.dialect(), sql);
         Ok(match self {
-            Self::Postgres(tx) => s
-                .pg(args)
+            Self::Postgres(tx) => bind_pg(sqlx::query(sql), args)
                 .fetch_all(&mut **tx)
                 .await?
                 .into_iter()
                 .map(DbRow::Postgres)
                 .collect(),
-            Self::Sqlite(tx) => s
-                .sqlite(args)
+            Self::Sqlite(tx) => bind_sqlite(sqlx::query(sql), args)
                 .fetch_all(&mut **tx)
                 .await?
                 .into_iter()
@@ -120,7 +112,7 @@ impl Tx {
         })
     }
 
-    /// Runs a query; returns its first row, if any.
+    /// Runs a query written for [`Tx::dialect`]; returns its first row, if any.
     ///
     /// # Errors
     /// The database's error.
@@ -129,36 +121,33 @@ impl Tx {
         sql: &str,
         args: Args,
     ) -> Result<Option<DbRow>, sqlx::Error> {
-        let s = Statement::new(self.dialect(), sql);
         Ok(match self {
-            Self::Postgres(tx) => s
-                .pg(args)
+            Self::Postgres(tx) => bind_pg(sqlx::query(sql), args)
                 .fetch_optional(&mut **tx)
                 .await?
                 .map(DbRow::Postgres),
-            Self::Sqlite(tx) => s
-                .sqlite(args)
+            Self::Sqlite(tx) => bind_sqlite(sqlx::query(sql), args)
                 .fetch_optional(&mut **tx)
                 .await?
                 .map(DbRow::Sqlite),
         })
     }
 
-    /// A multi-row `INSERT`: `head` (`INSERT INTO t (cols)`), `rows` rows of
-    /// `casts.len()` arguments in `args`, row by row, then `suffix`; returns the rows a
-    /// `RETURNING` suffix gives. See [`Tx::fetch_rows`].
+    /// A multi-row `INSERT`: `head` (`INSERT INTO t (cols)`), `rows` rows of `types` in
+    /// `args`, row by row, then `suffix`; returns the rows a `RETURNING` suffix gives. See
+    /// [`Tx::fetch_rows`].
     ///
     /// # Errors
-    /// The database's error.
+    /// The database's error, or arguments that do not fit `types`.
     pub async fn insert_rows(
         &mut self,
         head: &str,
-        casts: &[&str],
+        types: &[SqlType],
         rows: usize,
         args: Args,
         suffix: &str,
     ) -> Result<Vec<DbRow>, sqlx::Error> {
-        self.fetch_rows(casts, rows, args, |source| {
+        self.fetch_rows(types, rows, args, |source| {
             format!("{head} {source} {suffix}")
         })
         .await
@@ -168,11 +157,11 @@ impl Tx {
     /// statement; `bind` adds one item's arguments. Returns every statement's rows.
     ///
     /// # Errors
-    /// The database's error.
+    /// The database's error, or arguments that do not fit `types`.
     pub async fn insert_all<T>(
         &mut self,
         head: &str,
-        casts: &[&str],
+        types: &[SqlType],
         suffix: &str,
         items: &[T],
         bind: impl Fn(Args, &T) -> Args,
@@ -181,44 +170,56 @@ impl Tx {
         for chunk in items.chunks(ROWS_PER_STATEMENT) {
             let args = chunk
                 .iter()
-                .fold(Args::with_capacity(chunk.len() * casts.len()), &bind);
+                .fold(Args::with_capacity(chunk.len() * types.len()), &bind);
             returned.extend(
-                self.insert_rows(head, casts, chunk.len(), args, suffix)
+                self.insert_rows(head, types, chunk.len(), args, suffix)
                     .await?,
             );
         }
         Ok(returned)
     }
 
-    /// A statement over `rows` rows of `casts.len()` arguments (row by row in `args`):
-    /// `around` places the rows' source in it (see [`RowsStatement`]). On PostgreSQL one
-    /// array per column, so the statement is the same whatever the number of rows.
+    /// A statement over `rows` rows of `types` (row by row in `args`): `around` places the
+    /// rows' source ([`rows_source`] for this dialect) in it. On PostgreSQL one array per
+    /// column, so the statement is the same whatever the number of rows.
     ///
     /// # Errors
-    /// The database's error.
+    /// The database's error, or arguments that do not fit `types`.
     pub async fn fetch_rows(
         &mut self,
-        casts: &[&str],
+        types: &[SqlType],
         rows: usize,
         args: Args,
         around: impl FnOnce(&str) -> String,
     ) -> Result<Vec<DbRow>, sqlx::Error> {
-        let mut statement = RowsStatement::new(self.dialect(), casts, rows, args, around);
-        let s = Statement::new(self.dialect(), statement.sql());
+        let sql = around(&rows_source(self.dialect(), types, rows));
+        self.fetch_rows_in(&sql, types, rows, args).await
+    }
+
+    /// [`Tx::fetch_rows`] with the statement already built (its rows' source from
+    /// [`rows_source`] for this dialect, `rows` rows of `types`): for a caller that keeps
+    /// the PostgreSQL text, which is the same for any number of rows.
+    ///
+    /// # Errors
+    /// The database's error, or arguments that do not fit `types`.
+    pub(crate) async fn fetch_rows_in(
+        &mut self,
+        sql: &str,
+        types: &[SqlType],
+        rows: usize,
+        args: Args,
+    ) -> Result<Vec<DbRow>, sqlx::Error> {
+        check(types, rows, &args)?;
         Ok(match self {
-            Self::Postgres(tx) => {
-                let q = match statement.take_args() {
-                    Some(args) => s.pg(args),
-                    None => statement.bind_columns(sqlx::query(&s.sql)),
-                };
-                q.fetch_all(&mut **tx)
-                    .await?
-                    .into_iter()
-                    .map(DbRow::Postgres)
-                    .collect()
-            }
-            Self::Sqlite(tx) => s
-                .sqlite(statement.take_args().unwrap_or_default())
+            Self::Postgres(tx) => PgArray::columns(types, rows, args)
+                .into_iter()
+                .fold(sqlx::query(sql), |q, a| a.bind(q))
+                .fetch_all(&mut **tx)
+                .await?
+                .into_iter()
+                .map(DbRow::Postgres)
+                .collect(),
+            Self::Sqlite(tx) => bind_sqlite(sqlx::query(sql), args)
                 .fetch_all(&mut **tx)
                 .await?
                 .into_iter()

@@ -7,6 +7,7 @@ use chrono::Utc;
 use pm_application::log::{LogPosition, LoggedEvent};
 
 use crate::db::{Args, Tx};
+use crate::sql::Sql;
 use crate::Database;
 
 /// Why a processor row could not be locked at the expected cursor.
@@ -24,8 +25,12 @@ impl From<sqlx::Error> for CursorError {
     }
 }
 
-const SELECT_ROW: &str =
-    "SELECT generation::bigint AS generation, cursor_seq FROM processors WHERE name = $1 FOR UPDATE";
+/// The processor's row (`$1` name), locked on PostgreSQL (SQLite's `BEGIN IMMEDIATE`
+/// holds the one writer's lock already).
+const SELECT_ROW: Sql = Sql {
+    pg: "SELECT generation, cursor_seq FROM processors WHERE name = $1 FOR UPDATE",
+    sqlite: "SELECT generation, cursor_seq FROM processors WHERE name = $1",
+};
 
 /// Locks the row of processor `name` (creating it at the start of the log when missing),
 /// checks its cursor is `expected`, and returns the generation it writes.
@@ -33,10 +38,8 @@ const SELECT_ROW: &str =
 /// # Errors
 /// [`CursorError::Moved`] when the stored cursor differs, [`CursorError::Sql`] otherwise.
 pub async fn lock(tx: &mut Tx, name: &str, expected: LogPosition) -> Result<i64, CursorError> {
-    let row = match tx
-        .fetch_optional(SELECT_ROW, Args::new().text(name))
-        .await?
-    {
+    let select = SELECT_ROW.of(tx.dialect());
+    let row = match tx.fetch_optional(select, Args::new().text(name)).await? {
         Some(row) => row,
         None => {
             tx.execute(
@@ -44,7 +47,7 @@ pub async fn lock(tx: &mut Tx, name: &str, expected: LogPosition) -> Result<i64,
                 Args::new().text(name),
             )
             .await?;
-            tx.fetch_optional(SELECT_ROW, Args::new().text(name))
+            tx.fetch_optional(select, Args::new().text(name))
                 .await?
                 .ok_or(sqlx::Error::RowNotFound)?
         }
@@ -62,7 +65,7 @@ pub async fn lock(tx: &mut Tx, name: &str, expected: LogPosition) -> Result<i64,
 /// The database's error.
 pub async fn advance(tx: &mut Tx, name: &str, to: LogPosition) -> Result<(), sqlx::Error> {
     tx.execute(
-        "UPDATE processors SET cursor_seq = $2, updated_at = $3::timestamptz WHERE name = $1",
+        "UPDATE processors SET cursor_seq = $2, updated_at = $3 WHERE name = $1",
         Args::new().text(name).int(to.0).time(&Utc::now()),
     )
     .await?;
@@ -81,7 +84,7 @@ pub async fn park(
 ) -> Result<(), sqlx::Error> {
     tx.execute(
         "INSERT INTO parked_events (processor, position_txid, position_seq, aggregate_type, aggregate_id, event_type, error, parked_at) \
-         VALUES ($1, 0, $2, $3, $4, $5, $6, $7::timestamptz) ON CONFLICT DO NOTHING",
+         VALUES ($1, 0, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
         Args::new()
             .text(name)
             .int(event.position.0)
@@ -119,7 +122,7 @@ pub async fn park_and_advance(
 /// The compare-and-set of a cursor: processor `$1` moves to `$2` (at time `$3`) only from
 /// `$4`. Shared with the appends that move a cursor in the statement of their rows.
 pub(crate) const MOVE_CURSOR: &str = "UPDATE processors SET cursor_seq = $2, \
-    updated_at = $3::timestamptz WHERE name = $1 AND cursor_seq = $4";
+    updated_at = $3 WHERE name = $1 AND cursor_seq = $4";
 
 /// Moves the cursor of processor `name` from `from` to `to` in one statement of its own —
 /// for a processor that writes nothing else to the database with it (the relay): one

@@ -79,8 +79,7 @@ impl DbProcessorStore {
     /// # Errors
     /// [`AppError::Unavailable`] when the store cannot be read.
     pub async fn list(&self) -> Result<Vec<ProcessorRecord>, AppError> {
-        let sql =
-            "SELECT p.name, p.cursor_seq, p.generation::bigint AS generation, p.lease_owner, \
+        let sql = "SELECT p.name, p.cursor_seq, p.generation, p.lease_owner, \
                    p.rebuild_status, p.rebuild_detail, \
                    (SELECT count(*) FROM parked_events e WHERE e.processor = p.name) AS parked \
                    FROM processors p ORDER BY p.name";
@@ -173,7 +172,7 @@ impl ProcessorStore for DbProcessorStore {
             self.ensure_row(name).await.map_err(store_error)?;
             self.db
                 .execute(
-                    "UPDATE processors SET lease_owner = $2, lease_expires_at = NULL, updated_at = $3::timestamptz WHERE name = $1",
+                    "UPDATE processors SET lease_owner = $2, lease_expires_at = NULL, updated_at = $3 WHERE name = $1",
                     Args::new().text(name).text(owner).time(&Utc::now()),
                 )
                 .await

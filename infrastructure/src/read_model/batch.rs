@@ -21,13 +21,15 @@ use uuid::Uuid;
 
 use super::error::ApplyError;
 use super::schema::{status_column, table};
-use crate::db::{values, Args, Tx};
+use crate::db::{params, Args, SqlType, Tx};
 
-const UUID: &str = "::uuid";
+const UUID: SqlType = SqlType::Uuid;
+const TEXT: SqlType = SqlType::Text;
+const INT: SqlType = SqlType::Int;
+const TS: SqlType = SqlType::Time;
 /// The read tables' `log_txid`: 0 since log positions are single numbers (the column
 /// stays so that tables built before keep their shape).
 const LOG_TXID: i64 = 0;
-const TS: &str = "::timestamptz";
 
 /// Applies `events` to generation `g` in the caller's transaction (the caller rolls it, or
 /// its savepoint, back on an error).
@@ -68,17 +70,17 @@ fn actor_ids_json(ids: &[Uuid]) -> String {
     format!("[{}]", quoted.join(","))
 }
 
-/// One multi-row `INSERT`: `head` (`INSERT INTO t (cols)`), `rows` tuples of `casts`.
+/// One multi-row `INSERT`: `head` (`INSERT INTO t (cols)`), `rows` tuples of `types`.
 async fn insert(
     tx: &mut Tx,
     head: &str,
-    casts: &[&str],
+    types: &[SqlType],
     rows: usize,
     args: Args,
     tail: &str,
 ) -> Result<(), ApplyError> {
     if rows > 0 {
-        tx.insert_rows(head, casts, rows, args, tail).await?;
+        tx.insert_rows(head, types, rows, args, tail).await?;
     }
     Ok(())
 }
@@ -92,9 +94,9 @@ async fn load_tasks(
     if ids.is_empty() {
         return Ok(HashMap::new());
     }
-    let list = values(&[UUID], ids.len()).replace(['(', ')'], "");
+    let list = params(1, ids.len());
     let sql = format!(
-        "SELECT id::text AS id, conversation_id::text AS conversation_id, status, status_sequence FROM {} WHERE id IN ({list})",
+        "SELECT id, conversation_id, status, status_sequence FROM {} WHERE id IN ({list})",
         table(g, "tasks")
     );
     let args = ids
@@ -129,7 +131,15 @@ async fn insert_actors(tx: &mut Tx, g: i64, actors: &[&ActorRegistered]) -> Resu
                 .opt_text(f.external_identity.clone())
                 .time(&f.created_at)
         });
-    insert(tx, &head, &[UUID, "", "", "", TS], actors.len(), args, "").await
+    insert(
+        tx,
+        &head,
+        &[UUID, TEXT, TEXT, TEXT, TS],
+        actors.len(),
+        args,
+        "",
+    )
+    .await
 }
 
 async fn insert_conversations(
@@ -157,7 +167,7 @@ async fn insert_conversations(
     insert(
         tx,
         &head,
-        &[UUID, "", "", "", "", "", TS, TS, ""],
+        &[UUID, TEXT, TEXT, TEXT, TEXT, TEXT, TS, TS, TEXT],
         started.len(),
         args,
         "",
@@ -179,7 +189,7 @@ async fn insert_members(
         |a, (c, actor, ordinal)| a.uuid(*c).uuid(*actor).int(*ordinal),
     );
     let tail = " ON CONFLICT (conversation_id, actor_id) DO NOTHING";
-    insert(tx, &head, &[UUID, UUID, ""], members.len(), args, tail).await
+    insert(tx, &head, &[UUID, UUID, INT], members.len(), args, tail).await
 }
 
 async fn insert_checkpoints(
@@ -206,7 +216,7 @@ async fn insert_checkpoints(
     insert(
         tx,
         &head,
-        &[UUID, UUID, "", "", TS, "", ""],
+        &[UUID, UUID, TEXT, TEXT, TS, INT, INT],
         checkpoints.len(),
         args,
         "",
@@ -219,8 +229,8 @@ async fn insert_tasks(tx: &mut Tx, g: i64, plan: &Plan<'_>) -> Result<(), ApplyE
     let sql = format!(
         "INSERT INTO {} (id, conversation_id, checkpoint_id, instructions, assigned_to, organization, created_at, \
          status, status_changed_at, status_sequence, checkpoint_count, first_work_started_at, last_work_completed_at) \
-         SELECT $1::uuid, $2::uuid, $3::uuid, $4, $5::uuid, (SELECT organization FROM {} WHERE id = $2::uuid), \
-         $6::timestamptz, $7, $8::timestamptz, $9, $10, $11::timestamptz, $12::timestamptz",
+         SELECT $1, $2, $3, $4, $5, (SELECT organization FROM {} WHERE id = $2), \
+         $6, $7, $8, $9, $10, $11, $12",
         table(g, "tasks"),
         table(g, "conversations")
     );
@@ -266,7 +276,7 @@ async fn insert_task_checkpoints(
     insert(
         tx,
         &head,
-        &[UUID, UUID, "", "", TS],
+        &[UUID, UUID, INT, TEXT, TS],
         checkpoints.len(),
         args,
         "",
@@ -300,7 +310,7 @@ async fn insert_messages(
     insert(
         tx,
         &head,
-        &[UUID, UUID, UUID, UUID, "", "", TS, "", ""],
+        &[UUID, UUID, UUID, UUID, TEXT, TEXT, TS, INT, INT],
         messages.len(),
         args,
         "",
@@ -314,13 +324,13 @@ async fn update_from_values(
     tx: &mut Tx,
     table: &str,
     columns: &str,
-    casts: &[&str],
+    types: &[SqlType],
     set: &str,
     rows: usize,
     args: Args,
 ) -> Result<(), ApplyError> {
     if rows > 0 {
-        tx.fetch_rows(casts, rows, args, |source| {
+        tx.fetch_rows(types, rows, args, |source| {
             format!("WITH v ({columns}) AS ({source}) UPDATE {table} SET {set} FROM v WHERE {table}.id = v.row_id")
         })
         .await?;
@@ -351,7 +361,7 @@ async fn update_tasks(tx: &mut Tx, g: i64, plan: &Plan<'_>) -> Result<(), ApplyE
         tx,
         &table(g, "tasks"),
         "row_id, added, new_status, changed_at, new_sequence, started, completed",
-        &[UUID, "", "", TS, "", TS, TS],
+        &[UUID, INT, TEXT, TS, INT, TS, TS],
         "checkpoint_count = checkpoint_count + v.added, \
          status = COALESCE(v.new_status, status), \
          status_changed_at = COALESCE(v.changed_at, status_changed_at), \
@@ -375,7 +385,7 @@ async fn update_conversations(
     let mut columns = String::from(
         "row_id, messages, checkpoints, tasks, updated, latest_id, latest_type, latest_summary, latest_at",
     );
-    let mut casts = vec![UUID, "", "", "", TS, UUID, "", "", TS];
+    let mut types = vec![UUID, INT, INT, INT, TS, UUID, TEXT, TEXT, TS];
     let mut set = String::from(
         "message_count = message_count + v.messages, \
          checkpoint_count = checkpoint_count + v.checkpoints, task_count = task_count + v.tasks, \
@@ -388,11 +398,11 @@ async fn update_conversations(
     for (i, status) in statuses.iter().enumerate() {
         let column = status_column(*status);
         columns.push_str(&format!(", d{i}"));
-        casts.push("");
+        types.push(INT);
         set.push_str(&format!(", {column} = {column} + v.d{i}"));
     }
     let args = conversations.iter().fold(
-        Args::with_capacity(conversations.len() * casts.len()),
+        Args::with_capacity(conversations.len() * types.len()),
         |a, (id, c)| {
             let latest = c.latest.as_ref();
             let a = a
@@ -414,7 +424,7 @@ async fn update_conversations(
         tx,
         &table(g, "conversations"),
         &columns,
-        &casts,
+        &types,
         &set,
         conversations.len(),
         args,

@@ -6,6 +6,7 @@ mod rows;
 mod stats;
 mod tasks;
 
+use chrono::{DateTime, Utc};
 use pm_application::queries::{ConversationFilter, MessageFilter, ReadModelStore, TaskFilter};
 use pm_application::scope::Scope;
 use pm_application::views::{
@@ -74,22 +75,33 @@ impl ReadModel {
 
 /// Appends `AND (<column>, id) > (<cursor key>, <cursor id>)` for keyset pagination by a
 /// time column.
-fn after_cursor(sql: &mut String, args: &mut Args, column: &str, cursor: &Option<PageCursor>) {
+fn after_cursor(
+    sql: &mut String,
+    args: &mut Args,
+    column: &str,
+    cursor: &Option<PageCursor>,
+) -> Result<(), AppError> {
     if let Some(c) = cursor {
-        let key = args.push(Arg::Text(Some(c.k.clone())));
-        let id = args.push(Arg::Text(Some(c.id.clone())));
-        sql.push_str(&format!(
-            " AND ({column}, id) > ({key}::timestamptz, {id}::uuid)"
-        ));
+        let (at, after) = cursor_key(c).map_err(store_error)?;
+        let key = args.push(Arg::Time(Some(at)));
+        let id = args.push(Arg::Uuid(Some(after)));
+        sql.push_str(&format!(" AND ({column}, id) > ({key}, {id})"));
     }
+    Ok(())
+}
+
+/// A time-keyed page cursor's time and id, bound typed: [`PageCursor::decode_for`] let
+/// through only a key and an id that parse, so an error here is a cursor made elsewhere.
+pub(crate) fn cursor_key(c: &PageCursor) -> Result<(DateTime<Utc>, Uuid), sqlx::Error> {
+    let bad = |e: String| sqlx::Error::Encode(format!("page cursor: {e}").into());
+    let at = DateTime::parse_from_rfc3339(&c.k).map_err(|e| bad(e.to_string()))?;
+    let id = c.id.parse().map_err(|e: uuid::Error| bad(e.to_string()))?;
+    Ok((at.with_timezone(&Utc), id))
 }
 
 impl ReadModelStore for ReadModel {
     async fn actor(&self, id: Uuid) -> Result<Option<ActorRegistered>, AppError> {
-        let sql = format!(
-            "SELECT {} FROM actors WHERE id = $1::uuid",
-            rows::ACTOR_COLUMNS
-        );
+        let sql = format!("SELECT {} FROM actors WHERE id = $1", rows::ACTOR_COLUMNS);
         self.one(&sql, Args::new().uuid(id), rows::actor).await
     }
 
@@ -120,7 +132,7 @@ impl ReadModelStore for ReadModel {
         id: Uuid,
     ) -> Result<Option<ConversationCheckpointCreated>, AppError> {
         let sql = format!(
-            "SELECT {} FROM conversation_checkpoints WHERE id = $1::uuid AND conversation_id = $2::uuid",
+            "SELECT {} FROM conversation_checkpoints WHERE id = $1 AND conversation_id = $2",
             rows::CHECKPOINT_COLUMNS
         );
         self.one(
@@ -146,7 +158,7 @@ impl ReadModelStore for ReadModel {
         id: Uuid,
     ) -> Result<Option<MessageAdded>, AppError> {
         let sql = format!(
-            "SELECT {} FROM messages WHERE id = $1::uuid AND conversation_id = $2::uuid",
+            "SELECT {} FROM messages WHERE id = $1 AND conversation_id = $2",
             rows::MESSAGE_COLUMNS
         );
         self.one(
@@ -176,7 +188,7 @@ impl ReadModelStore for ReadModel {
         id: Uuid,
     ) -> Result<Option<TaskCheckpointView>, AppError> {
         let sql = format!(
-            "SELECT {} FROM task_checkpoints WHERE id = $1::uuid AND task_id = $2::uuid",
+            "SELECT {} FROM task_checkpoints WHERE id = $1 AND task_id = $2",
             rows::TASK_CHECKPOINT_COLUMNS
         );
         self.one(

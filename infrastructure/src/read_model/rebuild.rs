@@ -18,7 +18,7 @@ use super::READ_MODEL;
 use crate::db::{Args, Tx};
 use crate::log::DbLogReader;
 use crate::processor::DbProcessorStore;
-use crate::sql::Dialect;
+use crate::sql::{Dialect, Sql};
 use crate::Database;
 
 /// Events read from the log at once while replaying; applied in one transaction.
@@ -88,7 +88,7 @@ async fn generation(db: &Database) -> Result<i64, sqlx::Error> {
     )
     .await?;
     db.fetch_optional(
-        "SELECT generation::bigint AS generation FROM processors WHERE name = $1",
+        "SELECT generation FROM processors WHERE name = $1",
         Args::new().text(READ_MODEL),
     )
     .await?
@@ -110,13 +110,14 @@ async fn run_all(
 /// Locks the read model's processor row; returns its generation. Starts, rebuilds' swaps
 /// and `analyst-role` hold it while they change the views, so they take turns.
 pub(crate) async fn lock_generation(tx: &mut Tx) -> Result<i64, sqlx::Error> {
-    tx.fetch_optional(
-        "SELECT generation::bigint AS generation FROM processors WHERE name = $1 FOR UPDATE",
-        Args::new().text(READ_MODEL),
-    )
-    .await?
-    .ok_or(sqlx::Error::RowNotFound)?
-    .int("generation")
+    const LOCKED: Sql = Sql {
+        pg: "SELECT generation FROM processors WHERE name = $1 FOR UPDATE",
+        sqlite: "SELECT generation FROM processors WHERE name = $1",
+    };
+    tx.fetch_optional(LOCKED.of(tx.dialect()), Args::new().text(READ_MODEL))
+        .await?
+        .ok_or(sqlx::Error::RowNotFound)?
+        .int("generation")
 }
 
 /// Creates the current generation's tables and views when missing (start-up), and
@@ -206,8 +207,8 @@ async fn claim(db: &Database) -> Result<(), RebuildError> {
     let stale = now - chrono::Duration::minutes(10);
     let claimed = db
         .execute(
-            "UPDATE processors SET rebuild_status = 'running', rebuild_detail = 'replaying', rebuild_heartbeat = $2::timestamptz \
-             WHERE name = $1 AND (rebuild_status IS NULL OR rebuild_status <> 'running' OR rebuild_heartbeat < $3::timestamptz)",
+            "UPDATE processors SET rebuild_status = 'running', rebuild_detail = 'replaying', rebuild_heartbeat = $2 \
+             WHERE name = $1 AND (rebuild_status IS NULL OR rebuild_status <> 'running' OR rebuild_heartbeat < $3)",
             Args::new().text(READ_MODEL).time(&now).time(&stale),
         )
         .await?;
@@ -220,11 +221,8 @@ async fn claim(db: &Database) -> Result<(), RebuildError> {
 
 async fn heartbeat(db: &Database, detail: &str) -> Result<(), sqlx::Error> {
     db.execute(
-        "UPDATE processors SET rebuild_heartbeat = $2::timestamptz, rebuild_detail = $3 WHERE name = $1",
-        Args::new()
-            .text(READ_MODEL)
-            .time(&Utc::now())
-            .text(detail),
+        "UPDATE processors SET rebuild_heartbeat = $2, rebuild_detail = $3 WHERE name = $1",
+        Args::new().text(READ_MODEL).time(&Utc::now()).text(detail),
     )
     .await?;
     Ok(())

@@ -23,7 +23,7 @@ use uuid::Uuid;
 use super::table::upsert;
 use super::tables::{ArmedDeadline, Queued};
 use crate::append::{Appender, CursorMove, NewEvent};
-use crate::db::{Args, Tx, ROWS_PER_STATEMENT};
+use crate::db::{Args, SqlType, Tx, ROWS_PER_STATEMENT};
 use crate::processor::store::store_error;
 use crate::Database;
 use pm_application::bus::AppendFailure;
@@ -129,13 +129,13 @@ async fn versions(
                 let (sql, args) = if *version == 0 {
                     (
                         "INSERT INTO saga_conversations (conversation_id, version, updated_at) \
-                         VALUES ($1::uuid, 1, $2::timestamptz) ON CONFLICT (conversation_id) DO NOTHING",
+                         VALUES ($1, 1, $2) ON CONFLICT (conversation_id) DO NOTHING",
                         Args::new().uuid(*conversation).time(now),
                     )
                 } else {
                     (
                         "UPDATE saga_conversations SET version = version + 1, \
-                         updated_at = $3::timestamptz WHERE conversation_id = $1::uuid AND version = $2",
+                         updated_at = $3 WHERE conversation_id = $1 AND version = $2",
                         Args::new().uuid(*conversation).int(*version).time(now),
                     )
                 };
@@ -176,8 +176,8 @@ async fn spend(tx: &mut Tx, fired: &[(Uuid, Deadline)]) -> Result<bool, sqlx::Er
     for (_, d) in fired {
         let deleted = tx
             .execute(
-                "DELETE FROM saga_deadlines WHERE aggregate_type = $1 AND aggregate_id = $2::uuid \
-                 AND kind = $3 AND epoch = $4 AND due_at = $5::timestamptz",
+                "DELETE FROM saga_deadlines WHERE aggregate_type = $1 AND aggregate_id = $2 \
+                 AND kind = $3 AND epoch = $4 AND due_at = $5",
                 Args::new()
                     .text(d.instance.aggregate_type())
                     .uuid(d.instance.id())
@@ -223,10 +223,10 @@ async fn deadlines(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
         let mut keys = Vec::with_capacity(chunk.len());
         for (instance, kind) in chunk {
             let t = args.push(crate::db::Arg::Text(Some(instance.aggregate_type().into())));
-            let i = args.push(crate::db::Arg::Text(Some(instance.id().to_string())));
+            let i = args.push(crate::db::Arg::Uuid(Some(instance.id())));
             let k = args.push(crate::db::Arg::Text(Some((*kind).into())));
             keys.push(format!(
-                "(aggregate_type = {t} AND aggregate_id = {i}::uuid AND kind = {k})"
+                "(aggregate_type = {t} AND aggregate_id = {i} AND kind = {k})"
             ));
         }
         let sql = format!("DELETE FROM saga_deadlines WHERE {}", keys.join(" OR "));
@@ -319,20 +319,25 @@ async fn inbox(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
             .fold(Args::with_capacity(chunk.len() * 2), |args, (a, t)| {
                 args.uuid(*a).uuid(*t)
             });
-        tx.fetch_rows(&["::uuid", "::uuid"], chunk.len(), args, |source| {
-            format!(
-                "WITH v (agent_id, turn_id) AS ({source}) \
+        tx.fetch_rows(
+            &[SqlType::Uuid, SqlType::Uuid],
+            chunk.len(),
+            args,
+            |source| {
+                format!(
+                    "WITH v (agent_id, turn_id) AS ({source}) \
                  DELETE FROM saga_agent_inbox AS i WHERE EXISTS (SELECT 1 FROM v \
                  WHERE v.agent_id = i.agent_id AND v.turn_id = i.turn_id)"
-            )
-        })
+                )
+            },
+        )
         .await?;
     }
     for chunk in cleared.chunks(ROWS_PER_STATEMENT) {
         let args = chunk
             .iter()
             .fold(Args::with_capacity(chunk.len()), |args, a| args.uuid(*a));
-        tx.fetch_rows(&["::uuid"], chunk.len(), args, |source| {
+        tx.fetch_rows(&[SqlType::Uuid], chunk.len(), args, |source| {
             format!(
                 "WITH v (agent_id) AS ({source}) \
                  DELETE FROM saga_agent_inbox AS i WHERE EXISTS (SELECT 1 FROM v \

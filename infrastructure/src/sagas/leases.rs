@@ -15,13 +15,14 @@ use uuid::Uuid;
 use crate::db::{Arg, Args, Tx};
 use crate::owners::scope_clause;
 use crate::processor::store::store_error;
+use crate::sql::Sql;
 use crate::Database;
 
 /// The conversation of a turn.
 pub async fn turn_conversation(db: &Database, turn_id: Uuid) -> Result<Option<Uuid>, AppError> {
     let row = db
         .fetch_optional(
-            "SELECT conversation_id::text AS conversation_id FROM saga_turns WHERE id = $1::uuid",
+            "SELECT conversation_id FROM saga_turns WHERE id = $1",
             Args::new().uuid(turn_id),
         )
         .await
@@ -40,7 +41,7 @@ pub async fn turn_logged_through(
         .fetch_optional(
             "SELECT COALESCE((SELECT max(e.global_position) FROM events e \
              WHERE e.conversation_id = t.conversation_id), 0) AS through \
-             FROM saga_turns t WHERE t.id = $1::uuid",
+             FROM saga_turns t WHERE t.id = $1",
             Args::new().uuid(turn_id),
         )
         .await
@@ -73,8 +74,7 @@ pub fn claimable_predicate(alias: &str) -> String {
 /// The claim's query up to its filters, rendered once.
 static CLAIMABLE: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "SELECT t.id::text AS id, t.conversation_id::text AS conversation_id, \
-         v.version::bigint AS version FROM saga_turns t \
+        "SELECT t.id, t.conversation_id, v.version FROM saga_turns t \
          JOIN saga_sessions s ON s.conversation_id = t.conversation_id \
          JOIN saga_conversations v ON v.conversation_id = t.conversation_id \
          WHERE ({}) AND s.state = 'active'",
@@ -91,21 +91,24 @@ pub async fn claimable(
 ) -> Result<Vec<ClaimableTurn>, AppError> {
     let mut sql = CLAIMABLE.clone();
     let mut args = Args::new();
-    let text = |id: Option<Uuid>| id.map(|id| id.to_string());
-    for (column, value, cast) in [
-        ("t.agent_id", text(filter.agent_id), "::uuid"),
-        ("t.conversation_id", text(filter.conversation_id), "::uuid"),
-        ("t.kind", filter.kind.map(|k| k.as_str().to_string()), ""),
+    let id = |id: Option<Uuid>| id.map(|id| Arg::Uuid(Some(id)));
+    for (column, value) in [
+        ("t.agent_id", id(filter.agent_id)),
+        ("t.conversation_id", id(filter.conversation_id)),
+        (
+            "t.kind",
+            filter.kind.map(|k| Arg::Text(Some(k.as_str().into()))),
+        ),
     ] {
         if let Some(value) = value {
-            let p = args.push(Arg::Text(Some(value)));
-            sql.push_str(&format!(" AND {column} = {p}{cast}"));
+            let p = args.push(value);
+            sql.push_str(&format!(" AND {column} = {p}"));
         }
     }
     if let Some(actor) = filter.actor_id {
-        let p = args.push(Arg::Text(Some(actor.to_string())));
+        let p = args.push(Arg::Uuid(Some(actor)));
         sql.push_str(&format!(
-            " AND t.agent_id IN (SELECT id FROM saga_agents WHERE actor_id = {p}::uuid)"
+            " AND t.agent_id IN (SELECT id FROM saga_agents WHERE actor_id = {p})"
         ));
     }
     sql.push_str(&scope_clause(&mut args, "t.conversation_id", &filter.scope));
@@ -137,9 +140,9 @@ pub async fn renew(
         let mut tx = db.begin().await?;
         let moved = tx
             .execute(
-                "UPDATE saga_deadlines SET due_at = $3::timestamptz WHERE aggregate_type = 'turn' \
-                 AND aggregate_id = $1::uuid AND kind = 'turn_lease' AND epoch = $2 \
-                 AND due_at > $4::timestamptz",
+                "UPDATE saga_deadlines SET due_at = $3 WHERE aggregate_type = 'turn' \
+                 AND aggregate_id = $1 AND kind = 'turn_lease' AND epoch = $2 \
+                 AND due_at > $4",
                 Args::new()
                     .uuid(turn_id)
                     .int(turn_epoch)
@@ -151,8 +154,8 @@ pub async fn renew(
             return Ok(None);
         }
         tx.execute(
-            "UPDATE saga_turns SET lease_expires_at = $3::timestamptz \
-             WHERE id = $1::uuid AND lease_epoch = $2",
+            "UPDATE saga_turns SET lease_expires_at = $3 \
+             WHERE id = $1 AND lease_epoch = $2",
             Args::new().uuid(turn_id).int(turn_epoch).time(&until),
         )
         .await?;
@@ -162,24 +165,24 @@ pub async fn renew(
     run.await.map_err(store_error)
 }
 
+/// A turn's lease row (`$1` turn, `$2` epoch), locked on PostgreSQL (SQLite's `BEGIN
+/// IMMEDIATE` holds the one writer's lock already).
+const LEASE: Sql = Sql {
+    pg: "SELECT due_at FROM saga_deadlines WHERE aggregate_type = 'turn' \
+         AND aggregate_id = $1 AND kind = 'turn_lease' AND epoch = $2 FOR UPDATE",
+    sqlite: "SELECT due_at FROM saga_deadlines WHERE aggregate_type = 'turn' \
+             AND aggregate_id = $1 AND kind = 'turn_lease' AND epoch = $2",
+};
+
 /// Locks the lease rows a saga write was decided on, in the write's transaction.
 ///
 /// # Errors
 /// [`CommitError::LeaseGone`] for the first one that is not stored as expected.
 pub async fn hold(tx: &mut Tx, leases: &[LeaseHeld]) -> Result<(), CommitError> {
-    let lock = match tx {
-        Tx::Postgres(_) => " FOR UPDATE",
-        Tx::Sqlite(_) => "",
-    };
+    let sql = LEASE.of(tx.dialect());
     for lease in leases {
         let row = tx
-            .fetch_optional(
-                &format!(
-                    "SELECT due_at FROM saga_deadlines WHERE aggregate_type = 'turn' \
-                     AND aggregate_id = $1::uuid AND kind = 'turn_lease' AND epoch = $2{lock}"
-                ),
-                Args::new().uuid(lease.turn_id).int(lease.turn_epoch),
-            )
+            .fetch_optional(sql, Args::new().uuid(lease.turn_id).int(lease.turn_epoch))
             .await
             .map_err(|e| CommitError::Store(store_error(e)))?;
         let live = match (&row, lease.live_at) {

@@ -10,7 +10,7 @@ use pm_domain::saga::{Deadline, Recorded};
 use pm_domain::types::ActorKind;
 use uuid::Uuid;
 
-use super::table::{decode, Ty};
+use super::table::decode;
 use super::tables::{ArmedDeadline, DEADLINES};
 use crate::db::{Args, DbRow};
 use crate::processor::store::store_error;
@@ -37,10 +37,10 @@ pub async fn conversation(
     // One statement for both: the version and the snapshot at one database snapshot.
     let row = db
         .fetch_optional(
-            "SELECT (SELECT version::bigint FROM saga_conversations \
-             WHERE conversation_id = $1::uuid) AS version, s.position, s.format, s.state \
+            "SELECT (SELECT version FROM saga_conversations \
+             WHERE conversation_id = $1) AS version, s.position, s.format, s.state \
              FROM (SELECT 1 AS one) AS one LEFT JOIN saga_snapshots s \
-             ON s.conversation_id = $1::uuid AND s.format = $2",
+             ON s.conversation_id = $1 AND s.format = $2",
             Args::new()
                 .uuid(conversation_id)
                 .opt_int(snapshot.map(i64::from)),
@@ -60,11 +60,11 @@ pub async fn conversation(
     // client's `X-Causation-Id`, which must never pass for a fact's position.
     let sql = format!(
         "SELECT global_position, aggregate_type, aggregate_id, sequence, event_type, \
-         payload::text AS payload, \
+         payload, \
          CASE WHEN metadata->>'role' = '{SAGA_ROLE}' \
          THEN CAST(metadata->>'causation_id' AS TEXT) END AS causation \
          FROM events \
-         WHERE conversation_id = $1::uuid AND global_position > $2 \
+         WHERE conversation_id = $1 AND global_position > $2 \
          AND aggregate_type IN {SAGA_TYPES}"
     );
     let rows = db
@@ -83,7 +83,7 @@ pub async fn conversation(
 /// The stored version of `conversation_id` (0 without a row).
 pub async fn version(db: &Database, conversation_id: Uuid) -> Result<i64, AppError> {
     db.fetch_optional(
-        "SELECT version::bigint AS version FROM saga_conversations WHERE conversation_id = $1::uuid",
+        "SELECT version FROM saga_conversations WHERE conversation_id = $1",
         Args::new().uuid(conversation_id),
     )
     .await
@@ -111,7 +111,7 @@ pub async fn save_snapshot(
 ) -> Result<(), AppError> {
     db.execute(
         "INSERT INTO saga_snapshots (conversation_id, position, format, state, written_at) \
-         VALUES ($1::uuid, $2, $3, $4, $5::timestamptz) \
+         VALUES ($1, $2, $3, $4, $5) \
          ON CONFLICT (conversation_id) DO UPDATE SET position = excluded.position, \
          format = excluded.format, state = excluded.state, written_at = excluded.written_at \
          WHERE saga_snapshots.format <> excluded.format \
@@ -156,7 +156,7 @@ fn rune(row: &DbRow) -> Result<StoredRune, AppError> {
 pub async fn actor_kind(db: &Database, actor_id: Uuid) -> Result<Option<ActorKind>, AppError> {
     let row = db
         .fetch_optional(
-            "SELECT payload::text AS payload FROM events \
+            "SELECT payload FROM events \
              WHERE aggregate_type = 'actor' AND aggregate_id = $1 AND sequence = 1",
             Args::new().text(actor_id.to_string()),
         )
@@ -172,7 +172,7 @@ pub async fn actor_kind(db: &Database, actor_id: Uuid) -> Result<Option<ActorKin
 pub async fn agent_conversation(db: &Database, agent_id: Uuid) -> Result<Option<Uuid>, AppError> {
     let row = db
         .fetch_optional(
-            "SELECT conversation_id::text AS conversation_id FROM saga_agents WHERE id = $1::uuid",
+            "SELECT conversation_id FROM saga_agents WHERE id = $1",
             Args::new().uuid(agent_id),
         )
         .await
@@ -195,9 +195,8 @@ pub async fn due(
     limit: u32,
 ) -> Result<Vec<(Uuid, Deadline)>, AppError> {
     let sql = format!(
-        "SELECT {} FROM saga_deadlines WHERE due_at <= {} ORDER BY due_at, aggregate_id LIMIT $2",
+        "SELECT {} FROM saga_deadlines WHERE due_at <= $1 ORDER BY due_at, aggregate_id LIMIT $2",
         DEADLINES.select_list(db.dialect()),
-        Ty::Time.param(db.dialect(), "$1"),
     );
     let rows = db
         .fetch_all(&sql, Args::new().time(&now).int(i64::from(limit)))
@@ -216,10 +215,10 @@ pub async fn recovering(
     let sessions = db
         .fetch_all(
             &format!(
-                "SELECT s.conversation_id::text AS conversation_id FROM saga_sessions s \
+                "SELECT s.conversation_id FROM saga_sessions s \
                  WHERE {open} AND (s.conversation_state = 'waiting_user' OR EXISTS \
                  (SELECT 1 FROM saga_deadlines d WHERE d.conversation_id = s.conversation_id \
-                  AND d.due_at <= $1::timestamptz)) ORDER BY s.created_at, s.conversation_id"
+                  AND d.due_at <= $1)) ORDER BY s.created_at, s.conversation_id"
             ),
             Args::new().time(&now),
         )

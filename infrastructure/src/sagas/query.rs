@@ -19,11 +19,12 @@ use pm_domain::saga::ids;
 use pm_domain::time;
 use uuid::Uuid;
 
-use super::table::{decode, Row, Table, Ty};
+use super::table::{decode, Row, Table};
 use super::tables::{AGENTS, ANOMALIES, SESSIONS, TOOL_CALLS, TURNS};
-use crate::db::{Arg, Args, ROWS_PER_STATEMENT};
+use crate::db::{params, Arg, Args, ROWS_PER_STATEMENT};
 use crate::owners::scope_clause;
 use crate::processor::store::store_error;
+use crate::read_model::query::cursor_key;
 use crate::Database;
 
 /// Reads of the saga rows.
@@ -42,11 +43,10 @@ impl SagaReads {
     async fn one<T: Row>(&self, table: &'static Table, id: Uuid) -> Result<Option<T>, AppError> {
         let d = self.db.dialect();
         let sql = format!(
-            "SELECT {} FROM {} WHERE {} = {}",
+            "SELECT {} FROM {} WHERE {} = $1",
             table.select_list(d),
             table.read_from,
             table.key.first().copied().unwrap_or("id"),
-            Ty::Uuid.param(d, "$1")
         );
         let row = self
             .db
@@ -73,21 +73,17 @@ impl SagaReads {
         let mut args = Args::new();
         for (column, value) in query.filters {
             if let Some(value) = value {
-                let ty = table.ty(column).unwrap_or(Ty::Text);
-                let p = args.push(Arg::Text(Some(value)));
-                sql.push_str(&format!(" AND {column} = {}", ty.param(d, &p)));
+                let p = args.push(value);
+                sql.push_str(&format!(" AND {column} = {p}"));
             }
         }
         sql.push_str(&scope_clause(&mut args, "conversation_id", query.scope));
         let id = table.key.first().copied().unwrap_or("id");
         if let Some(c) = &page.cursor {
-            let k = args.push(Arg::Text(Some(c.k.clone())));
-            let i = args.push(Arg::Text(Some(c.id.clone())));
-            sql.push_str(&format!(
-                " AND (created_at, {id}) > ({}, {})",
-                Ty::Time.param(d, &k),
-                Ty::Uuid.param(d, &i)
-            ));
+            let (at, after) = cursor_key(c).map_err(store_error)?;
+            let k = args.push(Arg::Time(Some(at)));
+            let i = args.push(Arg::Uuid(Some(after)));
+            sql.push_str(&format!(" AND (created_at, {id}) > ({k}, {i})"));
         }
         let limit = args.push(Arg::Int(Some(i64::from(page.limit) + 1)));
         sql.push_str(&format!(" ORDER BY created_at, {id} LIMIT {limit}"));
@@ -115,18 +111,15 @@ impl SagaReads {
     async fn with_calls(&self, turns: &mut [TurnView]) -> Result<(), AppError> {
         let mut calls: HashMap<Uuid, Vec<ToolCallView>> = HashMap::new();
         for chunk in turns.chunks(ROWS_PER_STATEMENT) {
-            let mut args = Args::with_capacity(chunk.len());
-            let d = self.db.dialect();
-            let ids: Vec<String> = chunk
+            let args = chunk
                 .iter()
-                .map(|t| Ty::Uuid.param(d, &args.push(Arg::Text(Some(t.id.to_string())))))
-                .collect();
+                .fold(Args::with_capacity(chunk.len()), |a, t| a.uuid(t.id));
             let sql = format!(
                 "SELECT {} FROM {} WHERE turn_id IN ({}) \
                  ORDER BY turn_id, ordinal, created_at, id",
-                TOOL_CALLS.select_list(d),
+                TOOL_CALLS.select_list(self.db.dialect()),
                 TOOL_CALLS.read_from,
-                ids.join(", ")
+                params(1, chunk.len())
             );
             let rows = self.db.fetch_all(&sql, args).await.map_err(store_error)?;
             for row in &rows {
@@ -147,14 +140,18 @@ impl SagaReads {
 /// One list: its table, filters (column, value) and cursor kind.
 struct ListQuery<'a> {
     table: &'static Table,
-    filters: Vec<(&'a str, Option<String>)>,
+    filters: Vec<(&'a str, Option<Arg>)>,
     list: List,
     /// What the caller may see (every saga row has its `conversation_id`).
     scope: &'a Scope,
 }
 
-fn text(id: Option<Uuid>) -> Option<String> {
-    id.map(|id| id.to_string())
+fn id(id: Option<Uuid>) -> Option<Arg> {
+    id.map(|id| Arg::Uuid(Some(id)))
+}
+
+fn text(value: Option<&str>) -> Option<Arg> {
+    value.map(|v| Arg::Text(Some(v.into())))
 }
 
 impl SagaReadStore for SagaReads {
@@ -171,10 +168,10 @@ impl SagaReadStore for SagaReads {
         let query = ListQuery {
             table: &SESSIONS,
             filters: vec![
-                ("state", filter.state.map(|s| s.as_str().into())),
+                ("state", text(filter.state.map(|s| s.as_str()))),
                 (
                     "conversation_state",
-                    filter.conversation_state.map(|s| s.as_str().into()),
+                    text(filter.conversation_state.map(|s| s.as_str())),
                 ),
             ],
             list: List::Sessions,
@@ -195,9 +192,9 @@ impl SagaReadStore for SagaReads {
         let query = ListQuery {
             table: &AGENTS,
             filters: vec![
-                ("conversation_id", text(filter.conversation_id)),
-                ("actor_id", text(filter.actor_id)),
-                ("state", filter.state.map(|s| s.as_str().into())),
+                ("conversation_id", id(filter.conversation_id)),
+                ("actor_id", id(filter.actor_id)),
+                ("state", text(filter.state.map(|s| s.as_str()))),
             ],
             list: List::Agents,
             scope,
@@ -219,10 +216,10 @@ impl SagaReadStore for SagaReads {
         let query = ListQuery {
             table: &TURNS,
             filters: vec![
-                ("conversation_id", text(filter.conversation_id)),
-                ("agent_id", text(filter.agent_id)),
-                ("task_id", text(filter.task_id)),
-                ("state", filter.state.map(|s| s.as_str().into())),
+                ("conversation_id", id(filter.conversation_id)),
+                ("agent_id", id(filter.agent_id)),
+                ("task_id", id(filter.task_id)),
+                ("state", text(filter.state.map(|s| s.as_str()))),
             ],
             list: List::Turns,
             scope,
@@ -251,9 +248,9 @@ impl SagaReadStore for SagaReads {
         let query = ListQuery {
             table: &TOOL_CALLS,
             filters: vec![
-                ("state", filter.state.map(|s| s.as_str().into())),
-                ("conversation_id", text(filter.conversation_id)),
-                ("turn_id", text(filter.turn_id)),
+                ("state", text(filter.state.map(|s| s.as_str()))),
+                ("conversation_id", id(filter.conversation_id)),
+                ("turn_id", id(filter.turn_id)),
             ],
             list: List::ToolCalls,
             scope,
@@ -278,7 +275,7 @@ impl SagaReadStore for SagaReads {
     ) -> Result<Page<AnomalyView>, AppError> {
         let query = ListQuery {
             table: &ANOMALIES,
-            filters: vec![("conversation_id", text(filter.conversation_id))],
+            filters: vec![("conversation_id", id(filter.conversation_id))],
             list: List::Anomalies,
             scope,
         };

@@ -11,12 +11,9 @@
 use std::sync::OnceLock;
 
 use chrono::{DateTime, Utc};
-use sqlx::postgres::PgArguments;
-use sqlx::query::Query;
-use sqlx::Postgres;
 use uuid::Uuid;
 
-use crate::db::{Arg, Args, DbRow, Tx, ROWS_PER_STATEMENT};
+use crate::db::{rows_source, Arg, Args, DbRow, SqlType, Tx, ROWS_PER_STATEMENT};
 use crate::sql::Dialect;
 
 /// A column's type.
@@ -59,25 +56,21 @@ impl Ty {
         }
     }
 
-    /// The PostgreSQL array a column's values are bound as (one array per column).
-    fn pg_array(self) -> &'static str {
+    /// How a column's values are bound (one array per column on PostgreSQL): a JSON
+    /// document as the text it is kept as, a 32-bit integer as a 64-bit one.
+    pub fn sql(self) -> SqlType {
         match self {
-            Self::Uuid => "uuid[]",
-            Self::Text | Self::Json => "text[]",
-            Self::BigInt | Self::Integer => "int8[]",
-            Self::Bool => "bool[]",
-            Self::Time => "timestamptz[]",
+            Self::Uuid => SqlType::Uuid,
+            Self::Text | Self::Json => SqlType::Text,
+            Self::BigInt | Self::Integer => SqlType::Int,
+            Self::Bool => SqlType::Bool,
+            Self::Time => SqlType::Time,
         }
     }
 
-    /// A parameter of this type for `dialect` (`$1::uuid`, `$1`): SQLite compares ids and
-    /// times as the text they are stored as.
-    pub fn param(self, dialect: Dialect, placeholder: &str) -> String {
-        match (dialect, self) {
-            (Dialect::Postgres, Self::Uuid) => format!("{placeholder}::uuid"),
-            (Dialect::Postgres, Self::Time) => format!("{placeholder}::timestamptz"),
-            _ => placeholder.to_string(),
-        }
+    /// Whether `arg` may be written to a column of this type.
+    fn takes(self, arg: &Arg) -> bool {
+        self.sql().takes(arg)
     }
 }
 
@@ -140,24 +133,14 @@ impl Column {
             ..self
         }
     }
-
-    /// Its select expression: ids as text and integers as 64-bit on PostgreSQL, so
-    /// [`DbRow`] reads them the same from both stores.
-    fn select(&self, dialect: Dialect) -> String {
-        match (dialect, self.ty) {
-            (Dialect::Postgres, Ty::Uuid) => format!("{0}::text AS {0}", self.name),
-            (Dialect::Postgres, Ty::Integer) => format!("{0}::bigint AS {0}", self.name),
-            _ => self.name.to_string(),
-        }
-    }
 }
 
 /// The statements built from a table's definition, once per process.
 #[derive(Debug)]
 pub struct Statements {
     pg_upsert: OnceLock<String>,
-    pg_select: OnceLock<String>,
-    sqlite_select: OnceLock<String>,
+    select: OnceLock<String>,
+    types: OnceLock<Vec<SqlType>>,
 }
 
 impl Statements {
@@ -165,8 +148,8 @@ impl Statements {
     pub const fn new() -> Self {
         Self {
             pg_upsert: OnceLock::new(),
-            pg_select: OnceLock::new(),
-            sqlite_select: OnceLock::new(),
+            select: OnceLock::new(),
+            types: OnceLock::new(),
         }
     }
 }
@@ -210,20 +193,24 @@ impl Table {
             .find(|c| c.name == name)
     }
 
-    /// The select list of every column a read decodes, for `dialect`.
-    pub fn select_list(&self, dialect: Dialect) -> &str {
-        let cell = match dialect {
-            Dialect::Postgres => &self.statements.pg_select,
-            Dialect::Sqlite => &self.statements.sqlite_select,
-        };
-        cell.get_or_init(|| {
+    /// The select list of every column a read decodes: the same for every dialect, since
+    /// [`DbRow`] decodes each database's ids and integers (no casts).
+    pub fn select_list(&self, _dialect: Dialect) -> &str {
+        self.statements.select.get_or_init(|| {
             self.columns
                 .iter()
                 .chain(self.derived)
-                .map(|c| c.select(dialect))
+                .map(|c| c.name)
                 .collect::<Vec<_>>()
                 .join(", ")
         })
+    }
+
+    /// How the stored columns' values are bound, in column order.
+    fn types(&self) -> &[SqlType] {
+        self.statements
+            .types
+            .get_or_init(|| self.columns.iter().map(|c| c.ty.sql()).collect())
     }
 
     /// The type of a readable column, for a filter's parameter.
@@ -260,87 +247,41 @@ impl Table {
     /// The PostgreSQL upsert: one array per column, so the text is the same for any
     /// number of rows and is planned once per connection.
     fn pg_upsert(&self) -> &str {
-        self.statements.pg_upsert.get_or_init(|| {
-            let arrays: Vec<String> = self
-                .columns
-                .iter()
-                .enumerate()
-                .map(|(i, c)| format!("${}::{}", i + 1, c.ty.pg_array()))
-                .collect();
-            format!(
-                "INSERT INTO {} ({}) SELECT * FROM UNNEST({}) {}",
-                self.name,
-                self.names(),
-                arrays.join(", "),
-                self.on_conflict()
-            )
-        })
+        self.statements
+            .pg_upsert
+            .get_or_init(|| self.upsert(Dialect::Postgres, 0))
+    }
+
+    /// The upsert of `rows` rows for `dialect` (on PostgreSQL the same for any `rows`).
+    fn upsert(&self, dialect: Dialect, rows: usize) -> String {
+        format!(
+            "INSERT INTO {} ({}) {} {}",
+            self.name,
+            self.names(),
+            rows_source(dialect, self.types(), rows),
+            self.on_conflict()
+        )
     }
 
     /// The SQLite upsert of `rows` rows: a `VALUES` list.
     fn sqlite_upsert(&self, rows: usize) -> String {
-        format!(
-            "INSERT INTO {} ({}) VALUES {} {}",
-            self.name,
-            self.names(),
-            crate::db::values(&vec![""; self.columns.len()], rows),
-            self.on_conflict()
-        )
+        self.upsert(Dialect::Sqlite, rows)
     }
 }
 
-/// A value written to a column.
-#[derive(Debug, Clone, PartialEq)]
-enum Value {
-    Uuid(Option<Uuid>),
-    Text(Option<String>),
-    Int(Option<i64>),
-    Bool(Option<bool>),
-    Time(Option<DateTime<Utc>>),
-}
-
-impl Value {
-    fn is_null(&self) -> bool {
-        matches!(
-            self,
-            Self::Uuid(None)
-                | Self::Text(None)
-                | Self::Int(None)
-                | Self::Bool(None)
-                | Self::Time(None)
-        )
-    }
-
-    /// Whether it may be written to a column of type `ty`.
-    fn fits(&self, ty: Ty) -> bool {
-        matches!(
-            (self, ty),
-            (Self::Uuid(_), Ty::Uuid)
-                | (Self::Text(_), Ty::Text | Ty::Json)
-                | (Self::Int(_), Ty::BigInt | Ty::Integer)
-                | (Self::Bool(_), Ty::Bool)
-                | (Self::Time(_), Ty::Time)
-        )
-    }
-
-    /// As a SQLite argument: ids and times as text.
-    fn into_arg(self) -> Arg {
-        match self {
-            Self::Uuid(v) => Arg::Text(v.map(|v| v.to_string())),
-            Self::Text(v) => Arg::Text(v),
-            Self::Int(v) => Arg::Int(v),
-            Self::Bool(Some(v)) => Arg::Bool(v),
-            Self::Bool(None) => Arg::Int(None),
-            Self::Time(v) => Arg::Text(v.as_ref().map(pm_domain::time::format)),
-        }
-    }
+/// Whether `arg` is `NULL`.
+fn is_null(arg: &Arg) -> bool {
+    matches!(
+        arg,
+        Arg::Uuid(None) | Arg::Text(None) | Arg::Int(None) | Arg::Bool(None) | Arg::Time(None)
+    )
 }
 
 /// A row being encoded: its values by column, checked against the table.
 #[derive(Debug)]
 pub struct Fields {
     table: &'static Table,
-    values: Vec<Option<Value>>,
+    values: Vec<Option<Arg>>,
     error: Option<String>,
 }
 
@@ -353,17 +294,17 @@ impl Fields {
         }
     }
 
-    fn set(&mut self, name: &str, value: Value) -> &mut Self {
+    fn set(&mut self, name: &str, value: Arg) -> &mut Self {
         if self.error.is_some() {
             return self;
         }
         let table = self.table.name;
         self.error = match self.table.find(name) {
             None => Some(format!("{table} has no column {name}")),
-            Some((_, c)) if !value.fits(c.ty) => {
+            Some((_, c)) if !c.ty.takes(&value) => {
                 Some(format!("{table}.{name} is {:?}, not {value:?}", c.ty))
             }
-            Some((_, c)) if value.is_null() && !c.nullable => {
+            Some((_, c)) if is_null(&value) && !c.nullable => {
                 Some(format!("{table}.{name} is NOT NULL"))
             }
             Some((i, _)) if self.values[i].is_some() => {
@@ -379,28 +320,28 @@ impl Fields {
 
     /// An id.
     pub fn uuid(&mut self, name: &str, v: Uuid) -> &mut Self {
-        self.set(name, Value::Uuid(Some(v)))
+        self.set(name, Arg::Uuid(Some(v)))
     }
 
     /// An id or `NULL`.
     pub fn opt_uuid(&mut self, name: &str, v: Option<Uuid>) -> &mut Self {
-        self.set(name, Value::Uuid(v))
+        self.set(name, Arg::Uuid(v))
     }
 
     /// Text.
     pub fn text(&mut self, name: &str, v: impl Into<String>) -> &mut Self {
-        self.set(name, Value::Text(Some(v.into())))
+        self.set(name, Arg::Text(Some(v.into())))
     }
 
     /// Text or `NULL`.
     pub fn opt_text(&mut self, name: &str, v: Option<impl Into<String>>) -> &mut Self {
-        self.set(name, Value::Text(v.map(Into::into)))
+        self.set(name, Arg::Text(v.map(Into::into)))
     }
 
     /// A JSON document.
     pub fn json<T: serde::Serialize>(&mut self, name: &str, v: &T) -> &mut Self {
         match serde_json::to_string(v) {
-            Ok(doc) => self.set(name, Value::Text(Some(doc))),
+            Ok(doc) => self.set(name, Arg::Text(Some(doc))),
             Err(e) => {
                 self.error = Some(format!("{}.{name}: {e}", self.table.name));
                 self
@@ -412,18 +353,18 @@ impl Fields {
     pub fn opt_json<T: serde::Serialize>(&mut self, name: &str, v: Option<&T>) -> &mut Self {
         match v {
             Some(v) => self.json(name, v),
-            None => self.set(name, Value::Text(None)),
+            None => self.set(name, Arg::Text(None)),
         }
     }
 
     /// An integer.
     pub fn int(&mut self, name: &str, v: i64) -> &mut Self {
-        self.set(name, Value::Int(Some(v)))
+        self.set(name, Arg::Int(Some(v)))
     }
 
     /// An integer or `NULL`.
     pub fn opt_int(&mut self, name: &str, v: Option<i64>) -> &mut Self {
-        self.set(name, Value::Int(v))
+        self.set(name, Arg::Int(v))
     }
 
     /// A count, kept at the largest integer the column holds when it is larger.
@@ -438,21 +379,21 @@ impl Fields {
 
     /// A boolean.
     pub fn bool(&mut self, name: &str, v: bool) -> &mut Self {
-        self.set(name, Value::Bool(Some(v)))
+        self.set(name, Arg::Bool(Some(v)))
     }
 
     /// A time.
     pub fn time(&mut self, name: &str, v: DateTime<Utc>) -> &mut Self {
-        self.set(name, Value::Time(Some(v)))
+        self.set(name, Arg::Time(Some(v)))
     }
 
     /// A time or `NULL`.
     pub fn opt_time(&mut self, name: &str, v: Option<DateTime<Utc>>) -> &mut Self {
-        self.set(name, Value::Time(v))
+        self.set(name, Arg::Time(v))
     }
 
     /// The values in the table's column order, or what does not fit.
-    fn finish(self) -> Result<Vec<Value>, String> {
+    fn finish(self) -> Result<Vec<Arg>, String> {
         if let Some(e) = self.error {
             return Err(e);
         }
@@ -634,53 +575,10 @@ pub fn decode<R: Row>(row: &DbRow) -> Result<R, sqlx::Error> {
 }
 
 /// The values of `row` in its table's column order.
-fn encoded<R: Row>(row: &R) -> Result<Vec<Value>, sqlx::Error> {
+fn encoded<R: Row>(row: &R) -> Result<Vec<Arg>, sqlx::Error> {
     let mut fields = Fields::new(R::table());
     row.encode(&mut fields);
     fields.finish().map_err(|e| sqlx::Error::Encode(e.into()))
-}
-
-/// One column's values of a PostgreSQL upsert, bound as one array.
-enum PgArray {
-    Uuid(Vec<Option<Uuid>>),
-    Text(Vec<Option<String>>),
-    Int(Vec<Option<i64>>),
-    Bool(Vec<Option<bool>>),
-    Time(Vec<Option<DateTime<Utc>>>),
-}
-
-impl PgArray {
-    fn of(ty: Ty, rows: usize) -> Self {
-        match ty {
-            Ty::Uuid => Self::Uuid(Vec::with_capacity(rows)),
-            Ty::Text | Ty::Json => Self::Text(Vec::with_capacity(rows)),
-            Ty::BigInt | Ty::Integer => Self::Int(Vec::with_capacity(rows)),
-            Ty::Bool => Self::Bool(Vec::with_capacity(rows)),
-            Ty::Time => Self::Time(Vec::with_capacity(rows)),
-        }
-    }
-
-    /// Adds a value ([`Fields`] checked that it fits the column).
-    fn push(&mut self, value: Value) {
-        match (self, value) {
-            (Self::Uuid(a), Value::Uuid(v)) => a.push(v),
-            (Self::Text(a), Value::Text(v)) => a.push(v),
-            (Self::Int(a), Value::Int(v)) => a.push(v),
-            (Self::Bool(a), Value::Bool(v)) => a.push(v),
-            (Self::Time(a), Value::Time(v)) => a.push(v),
-            _ => {}
-        }
-    }
-
-    fn bind(self, q: Query<'_, Postgres, PgArguments>) -> Query<'_, Postgres, PgArguments> {
-        match self {
-            Self::Uuid(a) => q.bind(a),
-            Self::Text(a) => q.bind(a),
-            Self::Int(a) => q.bind(a),
-            Self::Bool(a) => q.bind(a),
-            Self::Time(a) => q.bind(a),
-        }
-    }
 }
 
 /// Inserts `rows`, or updates the stored ones by each column's [`OnConflict`];
@@ -691,32 +589,20 @@ impl PgArray {
 pub async fn upsert<R: Row>(tx: &mut Tx, rows: &[R]) -> Result<(), sqlx::Error> {
     let table = R::table();
     for chunk in rows.chunks(ROWS_PER_STATEMENT) {
-        let encoded = chunk.iter().map(encoded).collect::<Result<Vec<_>, _>>()?;
-        match tx {
-            Tx::Postgres(pg) => {
-                let mut arrays: Vec<PgArray> = table
-                    .columns
-                    .iter()
-                    .map(|c| PgArray::of(c.ty, chunk.len()))
-                    .collect();
-                for row in encoded {
-                    for (array, value) in arrays.iter_mut().zip(row) {
-                        array.push(value);
-                    }
-                }
-                let q = arrays
-                    .into_iter()
-                    .fold(sqlx::query(table.pg_upsert()), |q, a| a.bind(q));
-                q.execute(&mut **pg).await?;
-            }
-            Tx::Sqlite(lite) => {
-                let sql = table.sqlite_upsert(chunk.len());
-                let args = Args(encoded.into_iter().flatten().map(Value::into_arg).collect());
-                crate::db::bind_sqlite(sqlx::query(&sql), args)
-                    .execute(&mut **lite)
-                    .await?;
-            }
+        let mut args = Args::with_capacity(chunk.len() * table.columns.len());
+        for row in chunk {
+            args.0.extend(encoded(row)?);
         }
+        let sqlite;
+        let sql = match tx.dialect() {
+            Dialect::Postgres => table.pg_upsert(),
+            Dialect::Sqlite => {
+                sqlite = table.sqlite_upsert(chunk.len());
+                sqlite.as_str()
+            }
+        };
+        tx.fetch_rows_in(sql, table.types(), chunk.len(), args)
+            .await?;
     }
     Ok(())
 }
@@ -764,11 +650,11 @@ mod tests {
         assert_eq!(
             f.finish(),
             Ok(vec![
-                Value::Uuid(Some(Uuid::nil())),
-                Value::Text(Some("a".into())),
-                Value::Text(None),
-                Value::Int(Some(1)),
-                Value::Time(Some(DateTime::<Utc>::MIN_UTC)),
+                Arg::Uuid(Some(Uuid::nil())),
+                Arg::Text(Some("a".into())),
+                Arg::Text(None),
+                Arg::Int(Some(1)),
+                Arg::Time(Some(DateTime::<Utc>::MIN_UTC)),
             ])
         );
     }
@@ -810,17 +696,12 @@ mod tests {
     }
 
     #[test]
-    fn given_a_dialect_then_reads_select_ids_as_text_and_integers_as_bigint_on_postgres() {
-        assert_eq!(
-            T.select_list(Dialect::Postgres),
-            "id::text AS id, name, note, seen::bigint AS seen, created_at, extra"
-        );
-        assert_eq!(
-            T.select_list(Dialect::Sqlite),
-            "id, name, note, seen, created_at, extra"
-        );
+    fn given_either_dialect_then_reads_select_the_columns_as_they_are() {
+        for d in [Dialect::Postgres, Dialect::Sqlite] {
+            assert_eq!(T.select_list(d), "id, name, note, seen, created_at, extra");
+        }
         assert_eq!(T.ty("extra"), Some(Ty::Json));
-        assert_eq!(Ty::Uuid.param(Dialect::Postgres, "$1"), "$1::uuid");
-        assert_eq!(Ty::Uuid.param(Dialect::Sqlite, "$1"), "$1");
+        assert_eq!(Ty::Json.sql(), SqlType::Text);
+        assert_eq!(Ty::Integer.sql(), SqlType::Int);
     }
 }

@@ -56,8 +56,7 @@ pub async fn apply_event(tx: &mut Tx, g: i64, event: &LoggedEvent) -> Result<(),
 }
 
 /// `updated_at` moves forward only.
-const TOUCH: &str =
-    "updated_at = CASE WHEN updated_at < $2::timestamptz THEN $2::timestamptz ELSE updated_at END";
+const TOUCH: &str = "updated_at = CASE WHEN updated_at < $2 THEN $2 ELSE updated_at END";
 
 /// Moves a conversation's `updated_at` forward and applies `set` (more `col = …`
 /// assignments, or nothing).
@@ -69,7 +68,7 @@ async fn touch_conversation(
     set: &str,
 ) -> Result<(), ApplyError> {
     let sql = format!(
-        "UPDATE {} SET {set}{TOUCH} WHERE id = $1::uuid",
+        "UPDATE {} SET {set}{TOUCH} WHERE id = $1",
         table(g, "conversations")
     );
     tx.execute(&sql, Args::new().uuid(conversation_id).time(&updated_at))
@@ -81,7 +80,7 @@ async fn touch_conversation(
 async fn actor_registered(tx: &mut Tx, g: i64, f: &ActorRegistered) -> Result<(), ApplyError> {
     let sql = format!(
         "INSERT INTO {} (id, kind, display_name, external_identity, created_at) \
-         VALUES ($1::uuid, $2, $3, $4, $5::timestamptz) ON CONFLICT (id) DO NOTHING",
+         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING",
         table(g, "actors")
     );
     let args = Args::new()
@@ -104,7 +103,7 @@ async fn conversation_started(
 ) -> Result<(), ApplyError> {
     let sql = format!(
         "INSERT INTO {} (id, title, external_id, external_source, status, organization, created_at, updated_at, actor_ids) \
-         VALUES ($1::uuid, $2, $3, $4, $5, $6, $7::timestamptz, $8::timestamptz, $9) ON CONFLICT (id) DO NOTHING",
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (id) DO NOTHING",
         table(g, "conversations")
     );
     let args = Args::new()
@@ -119,7 +118,7 @@ async fn conversation_started(
         .text(actor_ids_json(&f.actor_ids));
     tx.execute(&sql, args).await?;
     let sql = format!(
-        "INSERT INTO {} (conversation_id, actor_id, ordinal) VALUES ($1::uuid, $2::uuid, $3) \
+        "INSERT INTO {} (conversation_id, actor_id, ordinal) VALUES ($1, $2, $3) \
          ON CONFLICT (conversation_id, actor_id) DO NOTHING",
         table(g, "conversation_actors")
     );
@@ -147,7 +146,7 @@ async fn conversation_checkpoint_created(
 ) -> Result<(), ApplyError> {
     let sql = format!(
         "INSERT INTO {} (id, conversation_id, checkpoint_type, summary, created_at, log_txid, log_seq) \
-         VALUES ($1::uuid, $2::uuid, $3, $4, $5::timestamptz, 0, $6) ON CONFLICT (id) DO NOTHING",
+         VALUES ($1, $2, $3, $4, $5, 0, $6) ON CONFLICT (id) DO NOTHING",
         table(g, "conversation_checkpoints")
     );
     let args = Args::new()
@@ -161,9 +160,9 @@ async fn conversation_checkpoint_created(
         return Ok(());
     }
     let sql = format!(
-        "UPDATE {} SET latest_checkpoint_id = $3::uuid, latest_checkpoint_type = $4, \
-         latest_checkpoint_summary = $5, latest_checkpoint_at = $6::timestamptz, \
-         checkpoint_count = checkpoint_count + 1, {TOUCH} WHERE id = $1::uuid",
+        "UPDATE {} SET latest_checkpoint_id = $3, latest_checkpoint_type = $4, \
+         latest_checkpoint_summary = $5, latest_checkpoint_at = $6, \
+         checkpoint_count = checkpoint_count + 1, {TOUCH} WHERE id = $1",
         table(g, "conversations")
     );
     let args = Args::new()
@@ -188,8 +187,8 @@ async fn task_created(
 ) -> Result<(), ApplyError> {
     let sql = format!(
         "INSERT INTO {} (id, conversation_id, checkpoint_id, instructions, assigned_to, organization, created_at, status, status_sequence) \
-         SELECT $1::uuid, $2::uuid, $3::uuid, $4, $5::uuid, \
-           (SELECT organization FROM {} WHERE id = $2::uuid), $6::timestamptz, $7, $8 \
+         SELECT $1, $2, $3, $4, $5, \
+           (SELECT organization FROM {} WHERE id = $2), $6, $7, $8 \
          ON CONFLICT (id) DO NOTHING",
         table(g, "tasks"),
         table(g, "conversations")
@@ -222,7 +221,7 @@ async fn task_checkpoint_created(
     updated_at: chrono::DateTime<chrono::Utc>,
 ) -> Result<(), ApplyError> {
     let sql = format!(
-        "SELECT status, status_sequence, conversation_id::text AS conversation_id FROM {} WHERE id = $1::uuid",
+        "SELECT status, status_sequence, conversation_id FROM {} WHERE id = $1",
         table(g, "tasks")
     );
     let Some(row) = tx.fetch_optional(&sql, Args::new().uuid(f.task_id)).await? else {
@@ -238,7 +237,7 @@ async fn task_checkpoint_created(
     let conversation_id = row.uuid("conversation_id")?;
     let sql = format!(
         "INSERT INTO {} (id, task_id, sequence, type, created_at) \
-         VALUES ($1::uuid, $2::uuid, $3, $4, $5::timestamptz) ON CONFLICT (id) DO NOTHING",
+         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING",
         table(g, "task_checkpoints")
     );
     let args = Args::new()
@@ -254,11 +253,11 @@ async fn task_checkpoint_created(
     let sql = format!(
         "UPDATE {} SET checkpoint_count = checkpoint_count + 1, \
          status = CASE WHEN $2 THEN $3 ELSE status END, \
-         status_changed_at = CASE WHEN $2 THEN $4::timestamptz ELSE status_changed_at END, \
+         status_changed_at = CASE WHEN $2 THEN $4 ELSE status_changed_at END, \
          status_sequence = CASE WHEN $2 THEN $5 ELSE status_sequence END, \
-         first_work_started_at = CASE WHEN first_work_started_at IS NULL AND $6 THEN $4::timestamptz ELSE first_work_started_at END, \
-         last_work_completed_at = CASE WHEN $2 AND $7 THEN $4::timestamptz ELSE last_work_completed_at END \
-         WHERE id = $1::uuid",
+         first_work_started_at = CASE WHEN first_work_started_at IS NULL AND $6 THEN $4 ELSE first_work_started_at END, \
+         last_work_completed_at = CASE WHEN $2 AND $7 THEN $4 ELSE last_work_completed_at END \
+         WHERE id = $1",
         table(g, "tasks")
     );
     let args = Args::new()
@@ -290,7 +289,7 @@ async fn message_added(
 ) -> Result<(), ApplyError> {
     let sql = format!(
         "INSERT INTO {} (id, conversation_id, actor_id, task_id, content, external_identity, time, log_txid, log_seq) \
-         VALUES ($1::uuid, $2::uuid, $3::uuid, $4::uuid, $5, $6, $7::timestamptz, 0, $8) ON CONFLICT (id) DO NOTHING",
+         VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8) ON CONFLICT (id) DO NOTHING",
         table(g, "messages")
     );
     let args = Args::new()

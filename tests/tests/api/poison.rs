@@ -12,25 +12,30 @@ use crate::reads::{actor, all_items, conversation, ids, message, read, read_mode
 /// Appends a `message.added` fact without its required fields, straight into the store.
 async fn insert_poison(db: &TestDb, id: Uuid) {
     let payload = json!({"id": id}).to_string();
-    let sql = "INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, \
-               event_version, payload, metadata) VALUES ('message', $1, 1, \
-               'project_manager.message.added', '1.0', $2::jsonb, '{}'::jsonb)";
     if db.kind == "postgres" {
         let mut conn = PgConnection::connect(&db.url).await.expect("connect");
-        sqlx::query(sql)
-            .bind(id.to_string())
-            .bind(payload)
-            .execute(&mut conn)
-            .await
-            .expect("insert the poison event");
+        sqlx::query(
+            "INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, \
+             event_version, payload, metadata) VALUES ('message', $1, 1, \
+             'project_manager.message.added', '1.0', $2::jsonb, '{}'::jsonb)",
+        )
+        .bind(id.to_string())
+        .bind(payload)
+        .execute(&mut conn)
+        .await
+        .expect("insert the poison event");
     } else {
         let mut conn = SqliteConnection::connect(&db.url).await.expect("connect");
-        sqlx::query(&sql.replace("::jsonb", ""))
-            .bind(id.to_string())
-            .bind(payload)
-            .execute(&mut conn)
-            .await
-            .expect("insert the poison event");
+        sqlx::query(
+            "INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, \
+             event_version, payload, metadata) VALUES ('message', $1, 1, \
+             'project_manager.message.added', '1.0', $2, '{}')",
+        )
+        .bind(id.to_string())
+        .bind(payload)
+        .execute(&mut conn)
+        .await
+        .expect("insert the poison event");
     }
 }
 

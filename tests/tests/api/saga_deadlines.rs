@@ -119,8 +119,8 @@ async fn stale_deadline_is_ignored(db: TestDb) {
         .expect("connect");
     let changed = store
         .execute(
-            "UPDATE saga_deadlines SET epoch = epoch - 1 WHERE conversation_id = $1::uuid",
-            Args::new().text(conv.clone()),
+            "UPDATE saga_deadlines SET epoch = epoch - 1 WHERE conversation_id = $1",
+            Args::new().uuid(conv.parse().expect("a conversation id")),
         )
         .await
         .expect("update");
@@ -130,8 +130,8 @@ async fn stale_deadline_is_ignored(db: TestDb) {
         loop {
             let rows = store
                 .fetch_all(
-                    "SELECT kind FROM saga_deadlines WHERE conversation_id = $1::uuid",
-                    Args::new().text(conv.clone()),
+                    "SELECT kind FROM saga_deadlines WHERE conversation_id = $1",
+                    Args::new().uuid(conv.parse().expect("a conversation id")),
                 )
                 .await
                 .expect("select");

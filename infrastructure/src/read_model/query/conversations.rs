@@ -20,7 +20,7 @@ impl ReadModel {
         id: Uuid,
     ) -> Result<Option<ConversationView>, AppError> {
         let sql = format!(
-            "SELECT {} FROM conversations WHERE id = $1::uuid",
+            "SELECT {} FROM conversations WHERE id = $1",
             rows::conversation_columns()
         );
         self.one(&sql, Args::new().uuid(id), rows::conversation)
@@ -56,21 +56,21 @@ impl ReadModel {
             }
         }
         if let Some(actor) = filter.actor_id {
-            let p = args.push(Arg::Text(Some(actor.to_string())));
+            let p = args.push(Arg::Uuid(Some(actor)));
             sql.push_str(&format!(
-                " AND EXISTS (SELECT 1 FROM conversation_actors a WHERE a.conversation_id = c.id AND a.actor_id = {p}::uuid)"
+                " AND EXISTS (SELECT 1 FROM conversation_actors a WHERE a.conversation_id = c.id AND a.actor_id = {p})"
             ));
         }
         if let Some(after) = filter.created_after {
-            let p = args.push(Arg::Text(Some(time::format(&after))));
-            sql.push_str(&format!(" AND created_at >= {p}::timestamptz"));
+            let p = args.push(Arg::Time(Some(after)));
+            sql.push_str(&format!(" AND created_at >= {p}"));
         }
         if let Some(before) = filter.created_before {
-            let p = args.push(Arg::Text(Some(time::format(&before))));
-            sql.push_str(&format!(" AND created_at < {p}::timestamptz"));
+            let p = args.push(Arg::Time(Some(before)));
+            sql.push_str(&format!(" AND created_at < {p}"));
         }
         sql.push_str(&organization_clause(&mut args, "organization", scope));
-        after_cursor(&mut sql, &mut args, "created_at", &page.cursor);
+        after_cursor(&mut sql, &mut args, "created_at", &page.cursor)?;
         self.page(sql, args, "created_at, id", page, |r| {
             let view = rows::conversation(r)?;
             let cursor = PageCursor {
@@ -89,7 +89,7 @@ impl ReadModel {
         page: &PageRequest,
     ) -> Result<Page<ConversationCheckpointCreated>, AppError> {
         let mut sql = format!(
-            "SELECT {}, log_seq FROM conversation_checkpoints WHERE conversation_id = $1::uuid",
+            "SELECT {}, log_seq FROM conversation_checkpoints WHERE conversation_id = $1",
             rows::CHECKPOINT_COLUMNS
         );
         let mut args = Args::new().uuid(conversation_id);
@@ -121,17 +121,17 @@ impl ReadModel {
         page: &PageRequest,
     ) -> Result<Page<MessageAdded>, AppError> {
         let mut sql = format!(
-            "SELECT {} FROM messages WHERE conversation_id = $1::uuid",
+            "SELECT {} FROM messages WHERE conversation_id = $1",
             rows::MESSAGE_COLUMNS
         );
         let mut args = Args::new().uuid(conversation_id);
         for (column, value) in [("task_id", filter.task_id), ("actor_id", filter.actor_id)] {
             if let Some(value) = value {
-                let p = args.push(Arg::Text(Some(value.to_string())));
-                sql.push_str(&format!(" AND {column} = {p}::uuid"));
+                let p = args.push(Arg::Uuid(Some(value)));
+                sql.push_str(&format!(" AND {column} = {p}"));
             }
         }
-        after_cursor(&mut sql, &mut args, "time", &page.cursor);
+        after_cursor(&mut sql, &mut args, "time", &page.cursor)?;
         self.page(sql, args, "time, id", page, |r| {
             let message = rows::message(r)?;
             let cursor = PageCursor {

@@ -26,8 +26,7 @@ fn opt_label(r: &DbRow, col: &str) -> Result<Option<Label>, sqlx::Error> {
 }
 
 /// The columns of an actor row.
-pub(super) const ACTOR_COLUMNS: &str =
-    "id::text AS id, kind, display_name, external_identity, created_at";
+pub(super) const ACTOR_COLUMNS: &str = "id, kind, display_name, external_identity, created_at";
 
 /// An actor row.
 pub(super) fn actor(r: &DbRow) -> Result<ActorRegistered, sqlx::Error> {
@@ -44,8 +43,8 @@ pub(super) fn actor(r: &DbRow) -> Result<ActorRegistered, sqlx::Error> {
 pub(super) fn conversation_columns() -> String {
     let counts: Vec<String> = TaskStatus::all().map(status_column).collect();
     format!(
-        "id::text AS id, title, actor_ids, external_id, external_source, status, organization, \
-         created_at, updated_at, latest_checkpoint_id::text AS latest_checkpoint_id, latest_checkpoint_type, \
+        "id, title, actor_ids, external_id, external_source, status, organization, \
+         created_at, updated_at, latest_checkpoint_id, latest_checkpoint_type, \
          latest_checkpoint_summary, latest_checkpoint_at, checkpoint_count, message_count, task_count, {}",
         counts.join(", ")
     )
@@ -90,7 +89,7 @@ pub(super) fn conversation(r: &DbRow) -> Result<ConversationView, sqlx::Error> {
 
 /// The columns of a conversation checkpoint row.
 pub(super) const CHECKPOINT_COLUMNS: &str =
-    "id::text AS id, conversation_id::text AS conversation_id, checkpoint_type, summary, created_at";
+    "id, conversation_id, checkpoint_type, summary, created_at";
 
 /// A conversation checkpoint row.
 pub(super) fn checkpoint(r: &DbRow) -> Result<ConversationCheckpointCreated, sqlx::Error> {
@@ -106,9 +105,8 @@ pub(super) fn checkpoint(r: &DbRow) -> Result<ConversationCheckpointCreated, sql
 }
 
 /// The columns of a message row.
-pub(super) const MESSAGE_COLUMNS: &str =
-    "id::text AS id, conversation_id::text AS conversation_id, \
-    actor_id::text AS actor_id, task_id::text AS task_id, content, external_identity, time";
+pub(super) const MESSAGE_COLUMNS: &str = "id, conversation_id, \
+    actor_id, task_id, content, external_identity, time";
 
 /// A message row.
 pub(super) fn message(r: &DbRow) -> Result<MessageAdded, sqlx::Error> {
@@ -124,8 +122,8 @@ pub(super) fn message(r: &DbRow) -> Result<MessageAdded, sqlx::Error> {
 }
 
 /// The columns of a task row.
-pub(super) const TASK_COLUMNS: &str = "id::text AS id, conversation_id::text AS conversation_id, \
-    checkpoint_id::text AS checkpoint_id, instructions, assigned_to::text AS assigned_to, organization, \
+pub(super) const TASK_COLUMNS: &str = "id, conversation_id, \
+    checkpoint_id, instructions, assigned_to, organization, \
     created_at, status, status_changed_at, checkpoint_count";
 
 /// A task row.
@@ -149,8 +147,7 @@ pub(super) fn task(r: &DbRow) -> Result<TaskView, sqlx::Error> {
 }
 
 /// The columns of a task checkpoint row.
-pub(super) const TASK_CHECKPOINT_COLUMNS: &str =
-    "id::text AS id, task_id::text AS task_id, type, created_at, sequence";
+pub(super) const TASK_CHECKPOINT_COLUMNS: &str = "id, task_id, type, created_at, sequence";
 
 /// A task checkpoint row.
 pub(super) fn task_checkpoint(r: &DbRow) -> Result<TaskCheckpointView, sqlx::Error> {

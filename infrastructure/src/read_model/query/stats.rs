@@ -28,7 +28,7 @@ impl ReadModel {
     ) -> Result<TaskStatsView, AppError> {
         let key = match group {
             StatsGroup::All => "CAST(NULL AS text)",
-            StatsGroup::AssignedTo => "assigned_to::text",
+            StatsGroup::AssignedTo => "CAST(assigned_to AS text)",
             StatsGroup::Organization => "organization",
         };
         let mut args = Args::new();

@@ -36,12 +36,12 @@ impl ReadModel {
         ];
         for (column, value) in id_filters {
             if let Some(value) = value {
-                let p = args.push(Arg::Text(Some(value.to_string())));
-                sql.push_str(&format!(" AND {column} = {p}::uuid"));
+                let p = args.push(Arg::Uuid(Some(value)));
+                sql.push_str(&format!(" AND {column} = {p}"));
             }
         }
         sql.push_str(&organization_clause(&mut args, "organization", scope));
-        after_cursor(&mut sql, &mut args, "created_at", &page.cursor);
+        after_cursor(&mut sql, &mut args, "created_at", &page.cursor)?;
         self.page(sql, args, "created_at, id", page, |r| {
             let task = rows::task(r)?;
             let cursor = PageCursor {
@@ -55,15 +55,12 @@ impl ReadModel {
     }
 
     pub(super) async fn find_task(&self, id: Uuid) -> Result<Option<TaskDetail>, AppError> {
-        let sql = format!(
-            "SELECT {} FROM tasks WHERE id = $1::uuid",
-            rows::TASK_COLUMNS
-        );
+        let sql = format!("SELECT {} FROM tasks WHERE id = $1", rows::TASK_COLUMNS);
         let Some(task) = self.one(&sql, Args::new().uuid(id), rows::task).await? else {
             return Ok(None);
         };
         let sql = format!(
-            "SELECT {} FROM task_checkpoints WHERE task_id = $1::uuid ORDER BY sequence",
+            "SELECT {} FROM task_checkpoints WHERE task_id = $1 ORDER BY sequence",
             rows::TASK_CHECKPOINT_COLUMNS
         );
         let checkpoints = self
