@@ -121,11 +121,7 @@ async fn round_trip<R: Row + Clone + Debug + PartialEq>(
     tx.commit().await.expect("committed");
     let rows = db
         .fetch_all(
-            &format!(
-                "SELECT {} FROM {}",
-                table.select_list(db.dialect()),
-                table.read_from
-            ),
+            &format!("SELECT {} FROM {}", table.select_list(), table.read_from),
             Args::new(),
         )
         .await

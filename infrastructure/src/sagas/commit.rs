@@ -232,18 +232,14 @@ async fn deadlines(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
         let sql = format!("DELETE FROM saga_deadlines WHERE {}", keys.join(" OR "));
         tx.execute(&sql, args).await?;
     }
-    let armed: Vec<(Uuid, pm_domain::saga::Deadline)> = ops
+    let armed: Vec<ArmedDeadline> = ops
         .iter()
-        .filter_map(|(c, op)| match op {
-            DeadlineOp::Arm(d) => Some((*c, *d)),
+        .filter_map(|(conversation_id, op)| match op {
+            DeadlineOp::Arm(deadline) => Some(ArmedDeadline {
+                conversation_id: *conversation_id,
+                deadline: *deadline,
+            }),
             DeadlineOp::Disarm { .. } => None,
-        })
-        .collect();
-    let armed: Vec<ArmedDeadline> = armed
-        .into_iter()
-        .map(|(conversation_id, deadline)| ArmedDeadline {
-            conversation_id,
-            deadline,
         })
         .collect();
     upsert(tx, &armed).await

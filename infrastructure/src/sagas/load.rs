@@ -196,7 +196,7 @@ pub async fn due(
 ) -> Result<Vec<(Uuid, Deadline)>, AppError> {
     let sql = format!(
         "SELECT {} FROM saga_deadlines WHERE due_at <= $1 ORDER BY due_at, aggregate_id LIMIT $2",
-        DEADLINES.select_list(db.dialect()),
+        DEADLINES.select_list(),
     );
     let rows = db
         .fetch_all(&sql, Args::new().time(&now).int(i64::from(limit)))
@@ -237,7 +237,7 @@ pub async fn recovering(
             &format!(
                 "SELECT {} FROM saga_deadlines WHERE conversation_id IN \
                  (SELECT s.conversation_id FROM saga_sessions s WHERE {open})",
-                DEADLINES.select_list(db.dialect()),
+                DEADLINES.select_list(),
             ),
             Args::new(),
         )

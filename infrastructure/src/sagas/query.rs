@@ -41,10 +41,9 @@ impl SagaReads {
 
     /// The row of `table` whose (first) key column is `id`.
     async fn one<T: Row>(&self, table: &'static Table, id: Uuid) -> Result<Option<T>, AppError> {
-        let d = self.db.dialect();
         let sql = format!(
             "SELECT {} FROM {} WHERE {} = $1",
-            table.select_list(d),
+            table.select_list(),
             table.read_from,
             table.key.first().copied().unwrap_or("id"),
         );
@@ -63,11 +62,10 @@ impl SagaReads {
         page: &PageRequest,
         key: impl Fn(&T) -> (Uuid, DateTime<Utc>),
     ) -> Result<Page<T>, AppError> {
-        let d = self.db.dialect();
         let table = query.table;
         let mut sql = format!(
             "SELECT {} FROM {} WHERE 1 = 1",
-            table.select_list(d),
+            table.select_list(),
             table.read_from
         );
         let mut args = Args::new();
@@ -117,7 +115,7 @@ impl SagaReads {
             let sql = format!(
                 "SELECT {} FROM {} WHERE turn_id IN ({}) \
                  ORDER BY turn_id, ordinal, created_at, id",
-                TOOL_CALLS.select_list(self.db.dialect()),
+                TOOL_CALLS.select_list(),
                 TOOL_CALLS.read_from,
                 params(1, chunk.len())
             );
