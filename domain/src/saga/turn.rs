@@ -103,7 +103,7 @@ impl FenceCheck {
             return Err(Fenced::NotClaimed(state));
         }
         match self.lease_epoch {
-            Some(epoch) if epoch == turn_epoch && state == TurnState::Streaming => Ok(()),
+            Some(epoch) if epoch == turn_epoch && state == LEASED_STATE => Ok(()),
             _ => Err(Fenced::LeaseEnded { given: turn_epoch }),
         }
     }
