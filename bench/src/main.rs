@@ -398,9 +398,7 @@ async fn load(
         queries: tally.queries,
         queries_per_s: round(tally.queries as f64 / elapsed),
         raw_inserts_per_s: raw.map(round),
-        ratio: raw
-            .filter(|r| *r > 0.0)
-            .map(|r| (commands_per_s / r * 1000.0).round() / 1000.0),
+        ratio: stats::ratio(commands_per_s, raw),
         latency_ms: tally.command_ms.percentiles(),
         query_latency_ms: tally.query_ms.percentiles(),
         projection_lag_ms: lag.percentiles(),
