@@ -15,6 +15,7 @@
 //! it: the rate is the consumers' alone, as raw INSERT is the writers' alone. Expired
 //! leases are not taken back (nothing expires within a window).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::Executor;
@@ -75,14 +76,15 @@ pub async fn measure(
     pool.execute(format!("CREATE INDEX ON {TABLE} (id) WHERE state = 'pending'").as_str())
         .await?;
     pool.execute(format!("ANALYZE {TABLE}").as_str()).await?;
-    let claim = format!(
+    let claim: Arc<str> = format!(
         "UPDATE {TABLE} SET state = 'leased', lease = lease + 1, worker = $1, \
          leased_until = now() + interval '{LEASE}' \
          WHERE id = (SELECT id FROM {TABLE} WHERE state = 'pending' \
                      ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) \
          RETURNING id, lease, payload::text"
-    );
-    let complete = format!("DELETE FROM {TABLE} WHERE id = $1 AND lease = $2");
+    )
+    .into();
+    let complete: Arc<str> = format!("DELETE FROM {TABLE} WHERE id = $1 AND lease = $2").into();
     let cycle = {
         let pool = pool.clone();
         move |i: usize| {

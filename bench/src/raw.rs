@@ -44,11 +44,13 @@ pub async fn measure(
         .as_str(),
     )
     .await?;
-    let sql = format!(
+    // Shared, not copied per statement: the loop costs what it did before it was shared.
+    let sql: Arc<str> = format!(
         "INSERT INTO {TABLE} (aggregate_type, aggregate_id, sequence, event_type, \
          event_version, payload, metadata) VALUES ('message', $1, 1, \
          'project_manager.message.added', '1.0', $2::json, $3::json)"
-    );
+    )
+    .into();
     let insert = {
         let pool = pool.clone();
         move |_| {
