@@ -8,7 +8,7 @@
 #   BIN=/path/to/other/build bench/run.sh          # binaries built elsewhere (an A/B against
 #                                                  # another commit), not built here
 #   MIX=workers bench/run.sh                       # that mix alone (no keyless or lag runs)
-#   MIX=workers STORE=sqlite bench/run.sh          # on a fresh SQLite file (no raw INSERT rate)
+#   MIX=workers STORE=sqlite bench/run.sh          # on a fresh SQLite file (no raw rates)
 #   MIX=messages MIX_ARGS="--rate 1800 --subscribers 100" bench/run.sh
 #                                                  # one run with pm-bench options (a lag
 #                                                  # comparison at one fixed rate)
@@ -16,7 +16,9 @@
 #
 # The `workers` mix (issue 15) runs C workers over CONVERSATIONS conversations (default
 # 2×C) twice: at its peak turn-cycle rate, then rate-limited at half of it (two reports);
-# WORKERS_ARGS adds pm-bench options to it (e.g. "--checkpoint need-information").
+# WORKERS_ARGS adds pm-bench options to it (e.g. "--checkpoint need-information"). Its
+# anchor beside raw INSERT, measured by pm-bench once before the load: a raw
+# FOR UPDATE SKIP LOCKED job queue's cycles/s (claim, then complete) with C connections.
 #
 # Commands carry an Idempotency-Key (pm-client's default); the mixes of KEYLESS (default
 # messages and task-checkpoints) run a second time without one (--no-idempotency-keys).
@@ -113,15 +115,17 @@ for r in rows:
           f'| {s.get("peak_rss_mib", "-")} | {s.get("cpu_percent", "-")} |')
 w = [r for r in rows if r.get("workers")]
 if w:
-    print("\n| workers phase | workers / conversations | turn cycles/s (aimed) | message->claim p50 / p99 ms | answered->claim p50 / p99 ms | cycle p50 / p99 ms | claim p50 / p99 ms | commands/s | raw INSERT/s | % of raw | saga lag p50 / p99 ms | lost | errors | target (p99 < 50 ms at half peak) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("\n| workers phase | workers / conversations | turn cycles/s (aimed) | raw queue cycles/s | % of raw queue | message->claim p50 / p99 ms | answered->claim p50 / p99 ms | cycle p50 / p99 ms | claim p50 / p99 ms | commands/s | raw INSERT/s | % of raw | saga lag p50 / p99 ms | lost | errors | target (p99 < 50 ms at half peak) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in w:
         x = r["workers"]
         pct = f'{100 * r["ratio"]:.1f}' if r.get("ratio") else "-"
+        queue = x.get("raw_queue_cycles_per_s") or "-"
+        qpct = f'{100 * x["queue_ratio"]:.1f}' if x.get("queue_ratio") is not None else "-"
         aim = f' ({x["target_cycles_per_s"]})' if x.get("target_cycles_per_s") else ""
         met = {True: "met", False: "MISSED", None: "-"}[x.get("target_met")]
         pp = lambda k: f'{x[k]["p50"]} / {x[k]["p99"]}'
-        print(f'| {x["phase"]} | {x["workers"]} / {x["conversations"]} | {x["cycles_per_s"]}{aim} | {pp("message_to_claim_ms")} '
+        print(f'| {x["phase"]} | {x["workers"]} / {x["conversations"]} | {x["cycles_per_s"]}{aim} | {queue} | {qpct} | {pp("message_to_claim_ms")} '
               f'| {pp("ack_to_claim_ms")} | {pp("cycle_ms")} | {pp("claim_ms")} | {r["commands_per_s"]} | {r["raw_inserts_per_s"]} | {pct} '
               f'| {r["saga_lag_ms"]["p50"]} / {r["saga_lag_ms"]["p99"]} | {x["lost_turns"]} | {sum(r["errors"].values())} | {met} |')
 PY

@@ -16,10 +16,14 @@
 //! The `workers` mix (see [`workers`]) runs `--concurrency` workers over
 //! `--conversations` conversations twice without `--rate`: at its peak, then at half of
 //! the peak's turn cycles/s; two reports (two JSON lines), the raw rate measured once.
+//! Its own anchor, a raw `FOR UPDATE SKIP LOCKED` job queue's cycles/s (see [`queue`]),
+//! is measured once too, right after raw INSERT and as alone, so that the ratio of the
+//! turn cycles to it is read from the same run.
 
 mod mix;
 mod probes;
 mod process;
+mod queue;
 mod raw;
 mod relay;
 mod stats;
@@ -45,13 +49,14 @@ struct Args {
     #[arg(long, default_value = "http://127.0.0.1:8080")]
     url: String,
     /// The PostgreSQL the raw INSERT rate is measured on (a scratch table
-    /// `pm_bench_raw` is created and dropped); without it no ratio is reported.
+    /// `pm_bench_raw` is created and dropped), and for `workers` the raw job queue's
+    /// (`pm_bench_queue`); without it no ratio is reported.
     #[arg(long)]
     database_url: Option<String>,
     /// The workload.
     #[arg(long, value_enum, default_value = "messages")]
     mix: Mix,
-    /// Concurrent workers (and raw INSERT connections).
+    /// Concurrent workers (and raw INSERT and raw queue connections).
     #[arg(long, default_value_t = 32)]
     concurrency: usize,
     /// How long the load (and the raw baseline) runs: `20s`, `2m`, `500ms`.
@@ -197,21 +202,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let c = client(&args)?;
-    let raw = match &args.database_url {
-        Some(url) => {
-            eprintln!(
-                "raw INSERT baseline: {} connections for {:?}",
-                args.concurrency, args.duration
-            );
-            Some(raw::measure(url, args.concurrency, args.duration).await?)
-        }
-        None => None,
-    };
+    let anchors = measure_anchors(&args).await?;
     eprintln!("setting up the bench world at {}", args.url);
     let world = mix::world(&c, args.tasks, !args.unassigned_tasks).await?;
     if args.mix != Mix::Workers {
         let head = log_head(&c, &world).await?;
-        let report = load(&args, &c, &world, head, raw, args.rate, None).await?;
+        let report = load(&args, &c, &world, head, anchors, args.rate, None).await?;
         return emit(&args, &report);
     }
     let n = args.conversations.unwrap_or(2 * args.concurrency);
@@ -224,7 +220,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let turns = Some((conversations.as_slice(), phase));
     let head = log_head(&c, &world).await?;
-    let report = load(&args, &c, &world, head, raw, args.rate, turns).await?;
+    let report = load(&args, &c, &world, head, anchors, args.rate, turns).await?;
     emit(&args, &report)?;
     if phase == workers::Phase::Peak {
         let half = report
@@ -237,10 +233,45 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         eprintln!("half of the peak: {half:.1} turn cycles/s");
         let turns = Some((conversations.as_slice(), workers::Phase::HalfPeak));
         let head = log_head(&c, &world).await?;
-        let report = load(&args, &c, &world, head, raw, half, turns).await?;
+        let report = load(&args, &c, &world, head, anchors, half, turns).await?;
         emit(&args, &report)?;
     }
     Ok(())
+}
+
+/// The rates of PostgreSQL alone a run is read against, measured before any load.
+#[derive(Debug, Clone, Copy, Default)]
+struct Anchors {
+    /// Raw INSERT/s.
+    inserts: Option<f64>,
+    /// Raw queue cycles/s (`workers` only).
+    queue: Option<f64>,
+}
+
+/// Measures the anchors one after the other (each alone), with `--database-url`.
+async fn measure_anchors(args: &Args) -> Result<Anchors, sqlx::Error> {
+    let Some(url) = &args.database_url else {
+        return Ok(Anchors::default());
+    };
+    eprintln!(
+        "raw INSERT baseline: {} connections for {:?}",
+        args.concurrency, args.duration
+    );
+    let inserts = Some(raw::measure(url, args.concurrency, args.duration).await?);
+    if args.mix != Mix::Workers {
+        return Ok(Anchors {
+            inserts,
+            queue: None,
+        });
+    }
+    eprintln!(
+        "raw queue baseline (FOR UPDATE SKIP LOCKED): {} connections for {:?}, {} jobs",
+        args.concurrency,
+        args.duration,
+        queue::backlog(args.duration, args.concurrency)
+    );
+    let queue = Some(queue::measure(url, args.concurrency, args.duration).await?);
+    Ok(Anchors { inserts, queue })
 }
 
 /// The log's head now: the position of a message posted for it.
@@ -275,7 +306,7 @@ async fn load(
     c: &Client,
     world: &mix::World,
     head: Position,
-    raw: Option<f64>,
+    anchors: Anchors,
     rate: f64,
     turns: Option<(&[workers::Conversation], workers::Phase)>,
 ) -> Result<Report, Box<dyn std::error::Error>> {
@@ -368,7 +399,9 @@ async fn load(
         Driver::Turns(run) => {
             let outcome = run.await?;
             let (conversations, phase) = turns.unwrap_or((&[], workers::Phase::Peak));
-            let figures = outcome.figures(&settings, conversations.len(), phase, rate, elapsed);
+            let figures = outcome
+                .figures(&settings, conversations.len(), phase, rate, elapsed)
+                .against_queue(anchors.queue);
             (outcome.tally, Some(figures))
         }
     };
@@ -397,10 +430,8 @@ async fn load(
         commands_per_s,
         queries: tally.queries,
         queries_per_s: round(tally.queries as f64 / elapsed),
-        raw_inserts_per_s: raw.map(round),
-        ratio: raw
-            .filter(|r| *r > 0.0)
-            .map(|r| (commands_per_s / r * 1000.0).round() / 1000.0),
+        raw_inserts_per_s: anchors.inserts.map(round),
+        ratio: stats::ratio(commands_per_s, anchors.inserts),
         latency_ms: tally.command_ms.percentiles(),
         query_latency_ms: tally.query_ms.percentiles(),
         projection_lag_ms: lag.percentiles(),
@@ -474,6 +505,12 @@ fn print_workers(w: &workers::Figures, p: &dyn Fn(&Percentiles) -> String) {
         w.phase, w.workers, w.conversations, w.checkpoint_type
     );
     println!("turn cycles: {} = {}/s{aim}", w.cycles, w.cycles_per_s);
+    if let (Some(queue), Some(ratio)) = (w.raw_queue_cycles_per_s, w.queue_ratio) {
+        println!(
+            "  raw queue (FOR UPDATE SKIP LOCKED): {queue} cycles/s   ratio {:.1}%",
+            ratio * 100.0
+        );
+    }
     println!("  message -> claim: {}", p(&w.message_to_claim_ms));
     println!("  message answered -> claim: {}", p(&w.ack_to_claim_ms));
     println!(

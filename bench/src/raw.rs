@@ -2,6 +2,7 @@
 //! `concurrency` connections, on the same PostgreSQL as the service and in the same run.
 //! What the service's command rate is compared with.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,8 +13,9 @@ use sqlx::{Executor, PgPool};
 /// The scratch table; created and dropped by [`measure`].
 const TABLE: &str = "pm_bench_raw";
 
-/// One event's worth of JSON, about the size of a message fact and its metadata.
-const PAYLOAD: &str =
+/// One event's worth of JSON, about the size of a message fact and its metadata (the raw
+/// queue's jobs carry it too: a turn's context is about a message).
+pub const PAYLOAD: &str =
     r#"{"content":"hello from the benchmark","actor_id":"6c1f4a52-1d3e-4a5b-9f0e-3b1d2c4e5f60"}"#;
 const METADATA: &str =
     r#"{"role":"ingress","correlation_id":"6c1f4a52-1d3e-4a5b-9f0e-3b1d2c4e5f60"}"#;
@@ -28,11 +30,7 @@ pub async fn measure(
     concurrency: usize,
     duration: Duration,
 ) -> Result<f64, sqlx::Error> {
-    let pool = PgPoolOptions::new()
-        .max_connections(u32::try_from(concurrency).unwrap_or(u32::MAX))
-        .min_connections(u32::try_from(concurrency).unwrap_or(u32::MAX))
-        .connect(database_url)
-        .await?;
+    let pool = pool(database_url, concurrency).await?;
     pool.execute(format!("DROP TABLE IF EXISTS {TABLE}").as_str())
         .await?;
     pool.execute(
@@ -46,33 +44,73 @@ pub async fn measure(
         .as_str(),
     )
     .await?;
-    let rate = run(&pool, concurrency, duration).await;
+    // Shared, not copied per statement: the loop costs what it did before it was shared.
+    let sql: Arc<str> = format!(
+        "INSERT INTO {TABLE} (aggregate_type, aggregate_id, sequence, event_type, \
+         event_version, payload, metadata) VALUES ('message', $1, 1, \
+         'project_manager.message.added', '1.0', $2::json, $3::json)"
+    )
+    .into();
+    let insert = {
+        let pool = pool.clone();
+        move |_| {
+            let (pool, sql) = (pool.clone(), sql.clone());
+            async move {
+                sqlx::query(&sql)
+                    .bind(uuid::Uuid::new_v4().to_string())
+                    .bind(PAYLOAD)
+                    .bind(METADATA)
+                    .execute(&pool)
+                    .await
+                    .map(drop)
+            }
+        }
+    };
+    let rate = per_second(concurrency, duration, insert).await;
     pool.execute(format!("DROP TABLE IF EXISTS {TABLE}").as_str())
         .await?;
     pool.close().await;
     rate
 }
 
-async fn run(pool: &PgPool, concurrency: usize, duration: Duration) -> Result<f64, sqlx::Error> {
+/// `concurrency` connections, all open before the window starts, so that the window
+/// times the statements and not the connecting.
+///
+/// # Errors
+/// When PostgreSQL cannot be reached.
+pub async fn pool(database_url: &str, concurrency: usize) -> Result<PgPool, sqlx::Error> {
+    PgPoolOptions::new()
+        .max_connections(u32::try_from(concurrency).unwrap_or(u32::MAX))
+        .min_connections(u32::try_from(concurrency).unwrap_or(u32::MAX))
+        .connect(database_url)
+        .await
+}
+
+/// `step`s per second over `duration`, with `concurrency` tasks each running `step(its
+/// index)` back to back. Every step finished is counted, the last ones after the window
+/// too (at most `concurrency` of them: well below the spread), as the raw INSERT rate has
+/// always been counted; the anchors stay comparable with each other and with older runs.
+///
+/// # Errors
+/// The first step that failed (a rate over a failing loop would mean nothing).
+pub async fn per_second<S, F>(
+    concurrency: usize,
+    duration: Duration,
+    step: S,
+) -> Result<f64, sqlx::Error>
+where
+    S: Fn(usize) -> F + Clone + Send + 'static,
+    F: Future<Output = Result<(), sqlx::Error>> + Send,
+{
     let done = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
-    let sql = format!(
-        "INSERT INTO {TABLE} (aggregate_type, aggregate_id, sequence, event_type, \
-         event_version, payload, metadata) VALUES ('message', $1, 1, \
-         'project_manager.message.added', '1.0', $2::json, $3::json)"
-    );
     let started = Instant::now();
     let workers: Vec<_> = (0..concurrency)
-        .map(|_| {
-            let (pool, done, stop, sql) = (pool.clone(), done.clone(), stop.clone(), sql.clone());
+        .map(|i| {
+            let (step, done, stop) = (step.clone(), done.clone(), stop.clone());
             tokio::spawn(async move {
                 while !stop.load(Ordering::Relaxed) {
-                    sqlx::query(&sql)
-                        .bind(uuid::Uuid::new_v4().to_string())
-                        .bind(PAYLOAD)
-                        .bind(METADATA)
-                        .execute(&pool)
-                        .await?;
+                    step(i).await?;
                     done.fetch_add(1, Ordering::Relaxed);
                 }
                 Ok::<(), sqlx::Error>(())

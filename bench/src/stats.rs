@@ -63,6 +63,15 @@ pub fn round(x: f64) -> f64 {
     (x * 10.0).round() / 10.0
 }
 
+/// `rate` as a fraction of `anchor`, to 0.001 (a tenth of a percent is below the spread of
+/// any run here); none without a positive anchor, so a failed or missing baseline never
+/// reads as an infinite ratio.
+pub fn ratio(rate: f64, anchor: Option<f64>) -> Option<f64> {
+    anchor
+        .filter(|a| *a > 0.0)
+        .map(|a| (rate / a * 1000.0).round() / 1000.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -78,6 +87,16 @@ mod tests {
             (p.count, p.p50, p.p90, p.p99, p.max),
             (100, 50.0, 90.0, 99.0, 100.0)
         );
+    }
+
+    #[test]
+    fn ratios_to_a_tenth_of_a_percent_and_none_without_an_anchor() {
+        assert_eq!(ratio(50.0, Some(200.0)), Some(0.25));
+        assert_eq!(ratio(1.0, Some(3.0)), Some(0.333));
+        assert_eq!(ratio(2.0, Some(3.0)), Some(0.667));
+        assert_eq!(ratio(300.0, Some(200.0)), Some(1.5));
+        assert_eq!(ratio(50.0, Some(0.0)), None);
+        assert_eq!(ratio(50.0, None), None);
     }
 
     #[test]

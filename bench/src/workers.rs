@@ -39,7 +39,7 @@ use serde::Serialize;
 use tokio::sync::oneshot;
 
 use crate::mix::{conversation, message, person, Tally};
-use crate::stats::{round, Percentiles, Samples};
+use crate::stats::{ratio, round, Percentiles, Samples};
 
 /// The target of the issue: message-to-claim p99 below this at half of the peak.
 pub const TARGET_P99_MS: f64 = 50.0;
@@ -137,6 +137,11 @@ pub struct Figures {
     pub cycles: u64,
     /// Their rate.
     pub cycles_per_s: f64,
+    /// The raw job queue's cycles/s in this run (a claim and a completion, see
+    /// [`crate::queue`]), with `--database-url`: the same anchor in every phase.
+    pub raw_queue_cycles_per_s: Option<f64>,
+    /// `cycles_per_s` ÷ `raw_queue_cycles_per_s`.
+    pub queue_ratio: Option<f64>,
     /// Claim's answer − human message sent, ms.
     pub message_to_claim_ms: Percentiles,
     /// Claim's answer − human message's answer, ms (0 when the claim answered first).
@@ -161,6 +166,17 @@ pub struct Figures {
     pub lost_turns: u64,
     /// Half-peak only: whether message-to-claim p99 < 50 ms.
     pub target_met: Option<bool>,
+}
+
+impl Figures {
+    /// With the raw queue's cycles/s (when measured) and the ratio to it.
+    pub fn against_queue(self, raw_queue: Option<f64>) -> Self {
+        Figures {
+            raw_queue_cycles_per_s: raw_queue.map(round),
+            queue_ratio: ratio(self.cycles_per_s, raw_queue),
+            ..self
+        }
+    }
 }
 
 /// What [`drive`] measured.
@@ -217,6 +233,8 @@ impl Outcome {
             checkpoint_type: s.checkpoint,
             cycles: self.cycles,
             cycles_per_s: round(self.cycles as f64 / elapsed),
+            raw_queue_cycles_per_s: None,
+            queue_ratio: None,
             message_to_claim_ms,
             ack_to_claim_ms: self.ack_to_claim.percentiles(),
             cycle_ms: self.cycle.percentiles(),
