@@ -1,19 +1,14 @@
-//! The global log reader. Reading the log is reading rows after a position in position
-//! order, up to the position where no later commit can still appear behind: on SQLite
-//! (one writer) the newest row, on PostgreSQL (appends commit concurrently) the
-//! [horizon] worked out from the appends in progress. No transaction that does not append
-//! can hold readers back.
-
-mod horizon;
+//! The global log reader. Positions are handed out in commit order (on PostgreSQL every
+//! append takes one lock until it commits, see migration `0003_log_order.sql`; SQLite has
+//! one writer), so reading the log is reading rows after a position in position order:
+//! no later row can ever appear behind a position already returned, and no transaction
+//! that does not append can hold readers back.
 
 use pm_application::log::{EventFilter, Json, LogPosition, LogReader, LoggedEvent};
 use pm_application::AppError;
 use tokio::sync::watch;
 
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
-
-use horizon::{Horizon, Sighting};
 
 use crate::db::{Arg, Args, DbRow};
 use crate::owners::scope_clause;
@@ -26,100 +21,18 @@ use crate::Database;
 pub struct DbLogReader {
     db: Database,
     doorbell: watch::Receiver<u64>,
-    /// Shared by the clones: one process's readers move one horizon.
-    horizon: Arc<Mutex<Horizon>>,
 }
 
 impl DbLogReader {
     /// A reader of `db`, woken by `doorbell`.
     pub fn new(db: Database, doorbell: watch::Receiver<u64>) -> Self {
-        Self {
-            db,
-            doorbell,
-            horizon: Arc::default(),
-        }
-    }
-
-    /// The position readers may read up to now: the newest row on SQLite; on PostgreSQL
-    /// the [horizon], moved by one statement.
-    async fn readable(&self) -> Result<LogPosition, AppError> {
-        if self.db.dialect() != Dialect::Postgres {
-            return self.committed().await;
-        }
-        let ask = self.lock().ask();
-        let blockers = ask
-            .blockers
-            .iter()
-            .map(i64::to_string)
-            .collect::<Vec<_>>()
-            .join(",");
-        let row = self
-            .db
-            .fetch_optional(SIGHTING, Args::new().text(format!("{{{blockers}}}")))
-            .await
-            .map_err(store_error)?
-            .ok_or_else(|| corrupt("sighting", "no row"))?;
-        let ids = |column: &str| -> Result<Vec<i64>, AppError> {
-            let text = row.string(column).map_err(|e| corrupt("sighting", e))?;
-            text.split(',')
-                .filter(|id| !id.is_empty())
-                .map(|id| id.parse().map_err(|e| corrupt("transaction id", e)))
-                .collect()
-        };
-        let seen = Sighting {
-            through: row.int("through").map_err(|e| corrupt("sighting", e))?,
-            blockers: ids("blockers")?,
-        };
-        let running = ids("running")?;
-        Ok(LogPosition(self.lock().settle(&ask, &running, seen)))
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Horizon> {
-        self.horizon.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The newest committed position.
-    async fn committed(&self) -> Result<LogPosition, AppError> {
-        // An index-only read of the newest position: constant time at any log size.
-        let row = self
-            .db
-            .fetch_optional(
-                "SELECT max(global_position) AS head FROM events",
-                Args::new(),
-            )
-            .await
-            .map_err(store_error)?;
-        let head = row
-            .map(|r| r.opt_int("head"))
-            .transpose()
-            .map_err(|e| corrupt("row", e))?
-            .flatten();
-        Ok(LogPosition(head.unwrap_or(0)))
+        Self { db, doorbell }
     }
 }
 
-/// One [`Sighting`] — its newest position, and the appends holding the log's lock after
-/// its snapshot was taken — and which of the appends `$1` asked about still hold it.
-/// `appending`: the transaction ids (32-bit, as `pg_locks` shows them; unique among running
-/// transactions) of this database's holders of the lock (migration `0017_log_horizon.sql`,
-/// key `0x706d6c6f67000001`) that have an id, from one read of `pg_locks` joined to itself
-/// by transaction. A holder without an id has drawn no position yet.
-const SIGHTING: &str = "WITH locks AS MATERIALIZED (\
-    SELECT virtualtransaction, locktype, transactionid FROM pg_locks \
-    WHERE granted AND ((locktype = 'advisory' AND classid = 1886219375 AND objid = 1728053249 \
-        AND objsubid = 1 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())) \
-      OR (locktype = 'transactionid' AND mode = 'ExclusiveLock'))), \
-  appending AS MATERIALIZED (SELECT t.transactionid::text::bigint AS xid FROM locks a JOIN locks t \
-    ON t.virtualtransaction = a.virtualtransaction \
-    WHERE a.locktype = 'advisory' AND t.locktype = 'transactionid') \
-  SELECT COALESCE((SELECT max(global_position) FROM events), 0) AS through, \
-    array_to_string(ARRAY(SELECT xid FROM appending), ',') AS blockers, \
-    array_to_string(ARRAY(SELECT x FROM unnest($1::text::bigint[]) x \
-      WHERE x IN (SELECT xid FROM appending)), ',') AS running";
-
-/// How long the oldest transaction holding the append lock has been running, in
-/// microseconds: readers cannot pass what it appends until it ends.
-const HELD_BACK: &str = "SELECT (extract(epoch FROM clock_timestamp() - min(a.xact_start)) * 1000000)::bigint AS held_us \
+/// How long the transaction holding the append lock (migration `0003_log_order.sql`,
+/// key `0x706d6c6f67000001`) has been running, in microseconds.
+const HELD_BACK: &str = "SELECT (extract(epoch FROM clock_timestamp() - a.xact_start) * 1000000)::bigint AS held_us \
     FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
     WHERE l.locktype = 'advisory' AND l.granted AND l.classid = 1886219375 AND l.objid = 1728053249 \
       AND l.objsubid = 1 AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())";
@@ -156,16 +69,10 @@ fn corrupt(what: &str, e: impl std::fmt::Display) -> AppError {
 
 /// The `WHERE … ORDER BY … LIMIT` of a read after `after` through `filter`, and its
 /// arguments.
-fn read_clause(
-    after: LogPosition,
-    through: LogPosition,
-    filter: &EventFilter,
-    limit: u32,
-) -> (String, Args) {
+fn read_clause(after: LogPosition, filter: &EventFilter, limit: u32) -> (String, Args) {
     let mut args = Args::new();
     let seq = args.push(Arg::Int(Some(after.0)));
-    let end = args.push(Arg::Int(Some(through.0)));
-    let mut sql = format!(" WHERE global_position > {seq} AND global_position <= {end}");
+    let mut sql = format!(" WHERE global_position > {seq}");
     if !filter.types.is_empty() || !filter.type_prefixes.is_empty() {
         let mut any = vec![];
         for t in &filter.types {
@@ -204,32 +111,28 @@ impl LogReader for DbLogReader {
         filter: &EventFilter,
         limit: u32,
     ) -> Result<Vec<LoggedEvent>, AppError> {
-        let through = self.readable().await?;
-        if through <= after {
-            return Ok(Vec::new());
-        }
-        let (clause, args) = read_clause(after, through, filter, limit);
+        let (clause, args) = read_clause(after, filter, limit);
         let sql = format!("SELECT {COLUMNS} FROM events{clause}");
         let rows = self.db.fetch_all(&sql, args).await.map_err(store_error)?;
         rows.iter().map(logged).collect()
     }
 
-    async fn event_at(&self, position: LogPosition) -> Result<Option<LoggedEvent>, AppError> {
-        let sql = format!("SELECT {COLUMNS} FROM events WHERE global_position = $1");
+    async fn head(&self) -> Result<LogPosition, AppError> {
+        // An index-only read of the newest position: constant time at any log size.
         let row = self
             .db
-            .fetch_optional(&sql, Args::new().int(position.0))
+            .fetch_optional(
+                "SELECT max(global_position) AS head FROM events",
+                Args::new(),
+            )
             .await
             .map_err(store_error)?;
-        row.as_ref().map(logged).transpose()
-    }
-
-    async fn head(&self) -> Result<LogPosition, AppError> {
-        self.readable().await
-    }
-
-    async fn end(&self) -> Result<LogPosition, AppError> {
-        self.committed().await
+        let head = row
+            .map(|r| r.opt_int("head"))
+            .transpose()
+            .map_err(|e| corrupt("row", e))?
+            .flatten();
+        Ok(LogPosition(head.unwrap_or(0)))
     }
 
     async fn held_back(&self) -> Result<Option<Duration>, AppError> {

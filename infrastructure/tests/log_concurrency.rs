@@ -1,7 +1,9 @@
-//! The log's order without a lock across commits (issue 32), on both stores: many
-//! appenders whose commits are delayed at random — some rolled back, some writing another
-//! table before they append — and readers following the log meanwhile, each with its own
-//! reader (as replicas have). Every reader must see every committed event exactly once,
+//! The log's order under concurrent appends (issue 32), on both stores: many appenders
+//! whose commits are delayed at random — some rolled back, some writing another table
+//! before they append — and readers following the log meanwhile, each with its own reader
+//! (as replicas have). Whatever keeps positions in commit order (today the order lock of
+//! `0003_log_order.sql`, held through each commit; branch `log-horizon` reads up to a
+//! horizon instead), this must hold. Every reader must see every committed event exactly once,
 //! in position order, and nothing that was rolled back; and readers must keep up while
 //! the appends run, not only once they have stopped.
 
@@ -119,7 +121,7 @@ async fn follow(reader: DbLogReader, done: Arc<AtomicBool>) -> (Vec<(i64, String
         }
         if finished {
             let during = *during.get_or_insert(read.len());
-            if events.is_empty() && cursor >= reader.end().await.expect("end") {
+            if events.is_empty() && cursor >= reader.head().await.expect("head") {
                 return (read, during);
             }
         } else if events.is_empty() {
