@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use sqlx::Executor;
 
-use crate::raw::{per_second, pool, PAYLOAD};
+use crate::raw::{done, per_second, pool, scratch, PAYLOAD};
 
 /// The scratch table; created and dropped by [`measure`].
 const TABLE: &str = "pm_bench_queue";
@@ -53,15 +53,12 @@ pub async fn measure(
 ) -> Result<f64, sqlx::Error> {
     let pool = pool(database_url, concurrency).await?;
     let jobs = backlog(duration, concurrency);
-    pool.execute(format!("DROP TABLE IF EXISTS {TABLE}").as_str())
-        .await?;
-    pool.execute(
-        format!(
-            "CREATE TABLE {TABLE} (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, \
-             state text NOT NULL DEFAULT 'pending', lease bigint NOT NULL DEFAULT 0, \
-             worker text, leased_until timestamptz, payload json NOT NULL)"
-        )
-        .as_str(),
+    scratch(
+        &pool,
+        TABLE,
+        "id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, \
+         state text NOT NULL DEFAULT 'pending', lease bigint NOT NULL DEFAULT 0, \
+         worker text, leased_until timestamptz, payload json NOT NULL",
     )
     .await?;
     sqlx::query(&format!(
@@ -116,9 +113,7 @@ pub async fn measure(
         }
     };
     let rate = per_second(concurrency, duration, cycle).await;
-    pool.execute(format!("DROP TABLE IF EXISTS {TABLE}").as_str())
-        .await?;
-    pool.close().await;
+    done(pool, TABLE).await?;
     rate
 }
 

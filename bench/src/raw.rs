@@ -31,17 +31,14 @@ pub async fn measure(
     duration: Duration,
 ) -> Result<f64, sqlx::Error> {
     let pool = pool(database_url, concurrency).await?;
-    pool.execute(format!("DROP TABLE IF EXISTS {TABLE}").as_str())
-        .await?;
-    pool.execute(
-        format!(
-            "CREATE TABLE {TABLE} (aggregate_type text NOT NULL, aggregate_id text NOT NULL, \
-             sequence bigint NOT NULL, event_type text NOT NULL, event_version text NOT NULL, \
-             payload json NOT NULL, metadata json NOT NULL, \
-             global_position bigint GENERATED ALWAYS AS IDENTITY, \
-             PRIMARY KEY (aggregate_type, aggregate_id, sequence))"
-        )
-        .as_str(),
+    scratch(
+        &pool,
+        TABLE,
+        "aggregate_type text NOT NULL, aggregate_id text NOT NULL, \
+         sequence bigint NOT NULL, event_type text NOT NULL, event_version text NOT NULL, \
+         payload json NOT NULL, metadata json NOT NULL, \
+         global_position bigint GENERATED ALWAYS AS IDENTITY, \
+         PRIMARY KEY (aggregate_type, aggregate_id, sequence)",
     )
     .await?;
     // Shared, not copied per statement: the loop costs what it did before it was shared.
@@ -67,10 +64,31 @@ pub async fn measure(
         }
     };
     let rate = per_second(concurrency, duration, insert).await;
-    pool.execute(format!("DROP TABLE IF EXISTS {TABLE}").as_str())
+    done(pool, TABLE).await?;
+    rate
+}
+
+/// Table `table` with `columns`, empty (one left by an interrupted run is dropped first).
+///
+/// # Errors
+/// When the statements fail.
+pub async fn scratch(pool: &PgPool, table: &str, columns: &str) -> Result<(), sqlx::Error> {
+    pool.execute(format!("DROP TABLE IF EXISTS {table}").as_str())
+        .await?;
+    pool.execute(format!("CREATE TABLE {table} ({columns})").as_str())
+        .await?;
+    Ok(())
+}
+
+/// Drops `table` (its rows are the measurement's only) and closes `pool`.
+///
+/// # Errors
+/// When the table cannot be dropped.
+pub async fn done(pool: PgPool, table: &str) -> Result<(), sqlx::Error> {
+    pool.execute(format!("DROP TABLE IF EXISTS {table}").as_str())
         .await?;
     pool.close().await;
-    rate
+    Ok(())
 }
 
 /// `concurrency` connections, all open before the window starts, so that the window

@@ -21,30 +21,35 @@ async fn bench(svc: &TestService, db: &TestDb, args: &[&str]) -> Output {
         .expect("pm-bench runs")
 }
 
+/// A `pm-bench` run (`args`) against a service started for it on a fresh database, which
+/// must succeed: its stdout and stderr. `None` when PostgreSQL is not reachable (outside CI).
+async fn successful_run(args: &[&str]) -> Option<(Vec<u8>, String)> {
+    let db = TestDb::postgres().await?;
+    let svc = TestService::start(&db, &pm_tests::all_tokens()).await;
+    let output = bench(&svc, &db, args).await;
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "pm-bench failed: {stderr}");
+    svc.stop().await;
+    Some((output.stdout, stderr))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_short_mixed_run_reports_every_figure() {
-    let Some(db) = TestDb::postgres().await else {
+    let Some((stdout, stderr)) = successful_run(&[
+        "--mix",
+        "mixed",
+        "--concurrency",
+        "4",
+        "--duration",
+        "2s",
+        "--subscribers",
+        "2",
+    ])
+    .await
+    else {
         return;
     };
-    let svc = TestService::start(&db, &pm_tests::all_tokens()).await;
-    let output = bench(
-        &svc,
-        &db,
-        &[
-            "--mix",
-            "mixed",
-            "--concurrency",
-            "4",
-            "--duration",
-            "2s",
-            "--subscribers",
-            "2",
-        ],
-    )
-    .await;
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "pm-bench failed: {stderr}");
-    let report: Value = serde_json::from_slice(&output.stdout).expect("one JSON object");
+    let report: Value = serde_json::from_slice(&stdout).expect("one JSON object");
     let positive = |key: &str| {
         let v = report.pointer(key).and_then(Value::as_f64).unwrap_or(0.0);
         assert!(v > 0.0, "{key} = {v} in {report}");
@@ -65,24 +70,16 @@ async fn a_short_mixed_run_reports_every_figure() {
     }
     assert_eq!(report["errors"], serde_json::json!({}), "{report}");
     assert!(stderr.contains("requests"), "a progress line: {stderr}");
-    svc.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_short_workers_run_reads_its_cycles_against_the_raw_queue() {
-    let Some(db) = TestDb::postgres().await else {
+    let Some((stdout, stderr)) =
+        successful_run(&["--mix", "workers", "--concurrency", "4", "--duration", "2s"]).await
+    else {
         return;
     };
-    let svc = TestService::start(&db, &pm_tests::all_tokens()).await;
-    let output = bench(
-        &svc,
-        &db,
-        &["--mix", "workers", "--concurrency", "4", "--duration", "2s"],
-    )
-    .await;
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "pm-bench failed: {stderr}");
-    let reports: Vec<Value> = String::from_utf8_lossy(&output.stdout)
+    let reports: Vec<Value> = String::from_utf8_lossy(&stdout)
         .lines()
         .map(|l| serde_json::from_str(l).expect("a JSON object a line"))
         .collect();
@@ -113,5 +110,4 @@ async fn a_short_workers_run_reads_its_cycles_against_the_raw_queue() {
     }
     assert!(figure(&reports[0], "/workers/cycles_per_s") > 0.0);
     assert!(stderr.contains("raw queue baseline"), "{stderr}");
-    svc.stop().await;
 }

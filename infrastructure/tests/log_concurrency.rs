@@ -62,7 +62,12 @@ fn shape(dialect: Dialect) -> Shape {
 
 /// One transaction of appender `a`'s round `r`: 1–3 events, sometimes after a write to
 /// another table, committed after a random delay — or rolled back.
-async fn append(db: &Database, a: usize, r: usize, dice: &mut Dice) -> Vec<String> {
+async fn append(
+    db: &Database,
+    (a, r): (usize, usize),
+    delay_ms: u64,
+    dice: &mut Dice,
+) -> Vec<String> {
     let mut tx = db.begin().await.expect("begin");
     if dice.roll(4) == 0 {
         tx.execute(
@@ -86,10 +91,7 @@ async fn append(db: &Database, a: usize, r: usize, dice: &mut Dice) -> Vec<Strin
         .expect("append");
         ids.push(id);
     }
-    tokio::time::sleep(Duration::from_millis(
-        dice.roll(shape(db.dialect()).delay_ms + 1),
-    ))
-    .await;
+    tokio::time::sleep(Duration::from_millis(dice.roll(delay_ms + 1))).await;
     if dice.roll(6) == 0 {
         drop(tx); // rolled back
         return Vec::new();
@@ -131,8 +133,11 @@ async fn follow(reader: DbLogReader, done: Arc<AtomicBool>) -> (Vec<(i64, String
 }
 
 async fn every_reader_sees_every_committed_event_once_in_order(db: TestDb) {
-    let probe = support::migrated(&db, 1).await;
-    let shape = shape(probe.dialect());
+    let shape = shape(if db.kind == "sqlite" {
+        Dialect::Sqlite
+    } else {
+        Dialect::Postgres
+    });
     let database = support::migrated(&db, (shape.appenders + shape.readers + 2) as u32).await;
     let done = Arc::new(AtomicBool::new(false));
     let readers: Vec<_> = (0..shape.readers)
@@ -144,12 +149,12 @@ async fn every_reader_sees_every_committed_event_once_in_order(db: TestDb) {
     let appenders: Vec<_> = (0..shape.appenders)
         .map(|a| {
             let db = database.clone();
-            let rounds = shape.rounds;
+            let (rounds, delay_ms) = (shape.rounds, shape.delay_ms);
             tokio::spawn(async move {
                 let mut dice = Dice(0x9E37_79B9_7F4A_7C15 ^ (a as u64 + 1));
                 let mut committed = Vec::new();
                 for r in 0..rounds {
-                    committed.extend(append(&db, a, r, &mut dice).await);
+                    committed.extend(append(&db, (a, r), delay_ms, &mut dice).await);
                 }
                 committed
             })
