@@ -182,7 +182,7 @@ pub const CATALOGUE: &[Metric] = &[
     Metric {
         name: "pm_log_held_back_seconds",
         kind: Kind::Gauge,
-        help: "How long the append holding the log's order lock has held it (new events wait behind it), in seconds.",
+        help: "How long the oldest append in progress has been running (readers cannot pass it until it ends), in seconds.",
         label: None,
     },
     Metric {

@@ -182,11 +182,23 @@ pub trait LogReader: Send + Sync + 'static {
         limit: u32,
     ) -> impl Future<Output = Result<Vec<LoggedEvent>, AppError>> + Send;
 
-    /// The position of the newest event readers may see (`START` when the log is empty).
+    /// The event at `position`, however recent: a position handed to a client is of a
+    /// committed event, which readers following the log may not be shown yet.
+    fn event_at(
+        &self,
+        position: LogPosition,
+    ) -> impl Future<Output = Result<Option<LoggedEvent>, AppError>> + Send;
+
+    /// The position of the newest event readers may see (`START` when the log is empty):
+    /// where a reader that wants only what comes next starts.
     fn head(&self) -> impl Future<Output = Result<LogPosition, AppError>> + Send;
 
-    /// How long the append that currently holds the log's order lock has held it (new
-    /// events wait behind it), or `None` when no append is in progress or the store
+    /// The newest committed position, at or after [`head`](LogReader::head): an append
+    /// that started earlier may still be committing below it.
+    fn end(&self) -> impl Future<Output = Result<LogPosition, AppError>> + Send;
+
+    /// How long the oldest append in progress has been running (readers cannot pass what
+    /// it appends until it ends), or `None` when no append is in progress or the store
     /// cannot tell.
     fn held_back(
         &self,

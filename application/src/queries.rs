@@ -266,7 +266,7 @@ impl<R: ReadModelStore, G: SagaReadStore, P: ProcessorStore, L: LogReader> Queri
 /// # Errors
 /// [`AppError::InvalidPosition`], or the log's own error.
 pub async fn check_in_log(log: &impl LogReader, position: LogPosition) -> Result<(), AppError> {
-    let head = log.head().await?;
+    let head = log.end().await?;
     if position > head {
         return Err(AppError::InvalidPosition(format!(
             "position {position} is beyond the end of the log ({head})"

@@ -1,14 +1,19 @@
-//! The global log reader. Positions are handed out in commit order (on PostgreSQL every
-//! append takes one lock until it commits, see migration `0003_log_order.sql`; SQLite has
-//! one writer), so reading the log is reading rows after a position in position order:
-//! no later row can ever appear behind a position already returned, and no transaction
-//! that does not append can hold readers back.
+//! The global log reader. Reading the log is reading rows after a position in position
+//! order, up to the position where no later commit can still appear behind: on SQLite
+//! (one writer) the newest row, on PostgreSQL (appends commit concurrently) the
+//! [horizon] worked out from the appends in progress. No transaction that does not append
+//! can hold readers back.
+
+mod horizon;
 
 use pm_application::log::{EventFilter, Json, LogPosition, LogReader, LoggedEvent};
 use pm_application::AppError;
 use tokio::sync::watch;
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use horizon::{Horizon, Sighting};
 
 use crate::db::{Arg, Args, DbRow};
 use crate::owners::scope_clause;
@@ -21,21 +26,149 @@ use crate::Database;
 pub struct DbLogReader {
     db: Database,
     doorbell: watch::Receiver<u64>,
+    /// Shared by the clones: one process's readers move one horizon.
+    horizon: Arc<Horizon>,
 }
 
 impl DbLogReader {
     /// A reader of `db`, woken by `doorbell`.
     pub fn new(db: Database, doorbell: watch::Receiver<u64>) -> Self {
-        Self { db, doorbell }
+        Self {
+            db,
+            doorbell,
+            horizon: Arc::default(),
+        }
+    }
+
+    /// The position readers may read up to now: the newest row on SQLite; on PostgreSQL
+    /// the [horizon], moved by one statement.
+    async fn readable(&self) -> Result<LogPosition, AppError> {
+        if self.db.dialect() != Dialect::Postgres {
+            return self.committed().await;
+        }
+        let sql = format!("{SIGHTING} SELECT * FROM sighting");
+        let row = self
+            .db
+            .fetch_optional(&sql, Args::new().int(self.horizon.through()))
+            .await
+            .map_err(store_error)?
+            .ok_or_else(|| corrupt("sighting", "no row"))?;
+        self.settle(&row).map(LogPosition)
+    }
+
+    /// Takes in the sighting of `row` (its `h_` columns).
+    fn settle(&self, row: &DbRow) -> Result<i64, AppError> {
+        let floors = row.string("h_floors").map_err(|e| corrupt("sighting", e))?;
+        let seen = Sighting {
+            through: row.int("h_through").map_err(|e| corrupt("sighting", e))?,
+            floors: floors
+                .split(',')
+                .filter(|f| !f.is_empty())
+                .map(|f| f.parse().map_err(|e| corrupt("floor", e)))
+                .collect::<Result<_, _>>()?,
+        };
+        Ok(self.horizon.settle(&seen))
+    }
+
+    /// Reads on PostgreSQL: one statement takes the next sighting and reads up to the
+    /// horizon known before it (the rule needs the read's snapshot to follow the sightings
+    /// that made it final) — or up to the newest position, when its snapshot shows every
+    /// position past that horizon ([`SIGHTING`]'s `h_whole`). When the sighting moved the
+    /// horizon past the read's bound and the read was not full, a second statement reads on
+    /// to it at once: what is readable is never left for the next call.
+    async fn read_pg(
+        &self,
+        after: LogPosition,
+        filter: &EventFilter,
+        limit: u32,
+    ) -> Result<Vec<LoggedEvent>, AppError> {
+        let mut events = Vec::new();
+        let mut from = after;
+        for attempt in 0..2 {
+            let through = LogPosition(self.horizon.through());
+            if attempt > 0 && through <= from {
+                break;
+            }
+            let room = limit.saturating_sub(u32::try_from(events.len()).unwrap_or(u32::MAX));
+            let args = Args::new().int(through.0);
+            let (clause, args) = read_clause(args, from, Some(BOUND), filter, room);
+            let sql = format!(
+                "{SIGHTING} SELECT sighting.*, e.* FROM sighting LEFT JOIN LATERAL \
+                 (SELECT {COLUMNS} FROM events{clause}) e ON true ORDER BY e.global_position"
+            );
+            let rows = self.db.fetch_all(&sql, args).await.map_err(store_error)?;
+            let first = rows.first().ok_or_else(|| corrupt("sighting", "no row"))?;
+            let whole = first.bool("h_whole").map_err(|e| corrupt("sighting", e))?;
+            let bound = if whole {
+                LogPosition(first.int("h_through").map_err(|e| corrupt("sighting", e))?)
+            } else {
+                through
+            };
+            let moved_to = LogPosition(self.settle(first)?);
+            for row in &rows {
+                if row.opt_int("global_position").is_ok_and(|p| p.is_some()) {
+                    events.push(logged(row)?);
+                }
+            }
+            let full = events.len() >= limit as usize;
+            if full || moved_to <= bound.max(from) {
+                break;
+            }
+            // Everything up to `bound` that passes the filter was read.
+            from = bound.max(from);
+        }
+        Ok(events)
+    }
+
+    /// The newest committed position.
+    async fn committed(&self) -> Result<LogPosition, AppError> {
+        // An index-only read of the newest position: constant time at any log size.
+        let row = self
+            .db
+            .fetch_optional(
+                "SELECT max(global_position) AS head FROM events",
+                Args::new(),
+            )
+            .await
+            .map_err(store_error)?;
+        let head = row
+            .map(|r| r.opt_int("head"))
+            .transpose()
+            .map_err(|e| corrupt("row", e))?
+            .flatten();
+        Ok(LogPosition(head.unwrap_or(0)))
     }
 }
 
-/// How long the transaction holding the append lock (migration `0003_log_order.sql`,
-/// key `0x706d6c6f67000001`) has been running, in microseconds.
-const HELD_BACK: &str = "SELECT (extract(epoch FROM clock_timestamp() - a.xact_start) * 1000000)::bigint AS held_us \
+/// The common table expressions of one [`Sighting`], as the one-row `sighting`, given the
+/// horizon known before the statement (`$1`): its newest position (`h_through`); whether
+/// its snapshot shows every position from the horizon up to it (`h_whole`: then all of
+/// them are final already, and this statement may read them) — counted only over a short
+/// stretch; and otherwise, read from `pg_locks` after the snapshot, the floors named by
+/// this database's appends in progress (`h_floors`: the low 31 bits of each, the second
+/// key of a class `0x706d6c62` lock of migration `0017_log_horizon.sql`). The lock table
+/// is read only when a position is missing: reading it holds every backend's lock table
+/// for a moment.
+const SIGHTING: &str = "WITH newest AS MATERIALIZED (\
+    SELECT COALESCE((SELECT max(global_position) FROM events), 0) AS p), \
+  seen AS MATERIALIZED (SELECT p AS h_through, p - $1 <= 4096 AND (SELECT count(*) FROM events \
+    WHERE global_position > $1 AND global_position <= p) = p - $1 AS h_whole FROM newest), \
+  sighting AS MATERIALIZED (SELECT h_through, h_whole, CASE WHEN h_whole THEN '' ELSE \
+    array_to_string(ARRAY(SELECT objid::text FROM pg_locks \
+      WHERE locktype = 'advisory' AND granted AND classid = 1886219362 AND objsubid = 2 \
+        AND database = (SELECT oid FROM pg_database WHERE datname = current_database())), \
+      ',') END AS h_floors FROM seen)";
+
+/// The last position a read of [`SIGHTING`]'s statement reads: the newest when its
+/// snapshot shows every position up to it, else the horizon known before it (`$1`).
+const BOUND: &str = "(CASE WHEN sighting.h_whole THEN sighting.h_through ELSE $1 END)";
+
+/// How long the oldest append in progress has been running, in microseconds: readers
+/// cannot pass what it appends until it ends.
+const HELD_BACK: &str = "SELECT (extract(epoch FROM clock_timestamp() - min(a.xact_start)) * 1000000)::bigint AS held_us \
     FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
-    WHERE l.locktype = 'advisory' AND l.granted AND l.classid = 1886219375 AND l.objid = 1728053249 \
-      AND l.objsubid = 1 AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())";
+    WHERE l.locktype = 'advisory' AND l.granted AND l.classid = 1886219362 AND l.objsubid = 2 \
+      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())";
 
 /// The columns of a logged event, with its conversation's organization (one primary-key
 /// read of the log-derived `conversation_organizations` per event).
@@ -67,12 +200,20 @@ fn corrupt(what: &str, e: impl std::fmt::Display) -> AppError {
     AppError::Internal(format!("corrupt {what} in the event log: {e}"))
 }
 
-/// The `WHERE … ORDER BY … LIMIT` of a read after `after` through `filter`, and its
-/// arguments.
-fn read_clause(after: LogPosition, filter: &EventFilter, limit: u32) -> (String, Args) {
-    let mut args = Args::new();
+/// The `WHERE … ORDER BY … LIMIT` of a read after `after` (up to `through`, when given)
+/// through `filter`, its arguments pushed after those of `args`.
+fn read_clause(
+    mut args: Args,
+    after: LogPosition,
+    through: Option<&str>,
+    filter: &EventFilter,
+    limit: u32,
+) -> (String, Args) {
     let seq = args.push(Arg::Int(Some(after.0)));
     let mut sql = format!(" WHERE global_position > {seq}");
+    if let Some(through) = through {
+        sql.push_str(&format!(" AND global_position <= {through}"));
+    }
     if !filter.types.is_empty() || !filter.type_prefixes.is_empty() {
         let mut any = vec![];
         for t in &filter.types {
@@ -111,28 +252,32 @@ impl LogReader for DbLogReader {
         filter: &EventFilter,
         limit: u32,
     ) -> Result<Vec<LoggedEvent>, AppError> {
-        let (clause, args) = read_clause(after, filter, limit);
+        if self.db.dialect() == Dialect::Postgres {
+            return self.read_pg(after, filter, limit).await;
+        }
+        // SQLite's single writer: row order is commit order, every row may be read.
+        let (clause, args) = read_clause(Args::new(), after, None, filter, limit);
         let sql = format!("SELECT {COLUMNS} FROM events{clause}");
         let rows = self.db.fetch_all(&sql, args).await.map_err(store_error)?;
         rows.iter().map(logged).collect()
     }
 
-    async fn head(&self) -> Result<LogPosition, AppError> {
-        // An index-only read of the newest position: constant time at any log size.
+    async fn event_at(&self, position: LogPosition) -> Result<Option<LoggedEvent>, AppError> {
+        let sql = format!("SELECT {COLUMNS} FROM events WHERE global_position = $1");
         let row = self
             .db
-            .fetch_optional(
-                "SELECT max(global_position) AS head FROM events",
-                Args::new(),
-            )
+            .fetch_optional(&sql, Args::new().int(position.0))
             .await
             .map_err(store_error)?;
-        let head = row
-            .map(|r| r.opt_int("head"))
-            .transpose()
-            .map_err(|e| corrupt("row", e))?
-            .flatten();
-        Ok(LogPosition(head.unwrap_or(0)))
+        row.as_ref().map(logged).transpose()
+    }
+
+    async fn head(&self) -> Result<LogPosition, AppError> {
+        self.readable().await
+    }
+
+    async fn end(&self) -> Result<LogPosition, AppError> {
+        self.committed().await
     }
 
     async fn held_back(&self) -> Result<Option<Duration>, AppError> {

@@ -1,11 +1,11 @@
 //! The log's order under concurrent appends (issue 32), on both stores: many appenders
 //! whose commits are delayed at random — some rolled back, some writing another table
 //! before they append — and readers following the log meanwhile, each with its own reader
-//! (as replicas have). Whatever keeps positions in commit order (today the order lock of
-//! `0003_log_order.sql`, held through each commit; branch `log-horizon` reads up to a
-//! horizon instead), this must hold. Every reader must see every committed event exactly once,
-//! in position order, and nothing that was rolled back; and readers must keep up while
-//! the appends run, not only once they have stopped.
+//! (as replicas have). On PostgreSQL the appends commit concurrently and readers read up
+//! to a horizon (`log/horizon.rs`); SQLite has one writer. Every reader must see every
+//! committed event exactly once, in position order, and nothing that was rolled back; and
+//! readers must keep up while the appends run, not only once they have stopped. (Readers
+//! trusting positions alone fail it: checked.)
 
 mod support;
 

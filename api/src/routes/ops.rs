@@ -58,7 +58,7 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
             json!({"name": p.record.name, "position": p.record.position, "lag_events": p.lag_events, "lease_owner": p.record.lease_owner})
         })
         .collect();
-    // An append holding the log's order lock this long keeps new events from readers.
+    // An append in progress this long keeps the events after it from readers.
     let held_back_ms = state
         .log
         .held_back()

@@ -215,6 +215,15 @@ impl LogReader for FakeLog {
         Ok(LogPosition(self.len() as i64))
     }
 
+    async fn event_at(&self, position: LogPosition) -> Result<Option<LoggedEvent>, AppError> {
+        let events = self.events.lock().unwrap();
+        Ok(events.iter().find(|e| e.position == position).cloned())
+    }
+
+    async fn end(&self) -> Result<LogPosition, AppError> {
+        self.head().await
+    }
+
     async fn held_back(&self) -> Result<Option<std::time::Duration>, AppError> {
         Ok(None)
     }

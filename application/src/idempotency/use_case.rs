@@ -19,7 +19,7 @@ use super::decision::{decide, Action, Known, RunSaid};
 use super::ports::{Claimed, IdempotencyStore, ReplicaLiveness};
 use super::{IdempotencyKey, StoredAnswer, StoredResponse};
 use crate::fact::Fact;
-use crate::log::{EventFilter, LogPosition, LogReader};
+use crate::log::{LogPosition, LogReader};
 use crate::AppError;
 
 /// What a command run did, as the key's policy needs to know it.
@@ -317,19 +317,9 @@ impl<St: IdempotencyStore, L: ReplicaLiveness, R: LogReader> Idempotency<St, L, 
 
     /// The fact at `position` of the log.
     async fn read_fact(&self, position: LogPosition) -> Result<Fact, AppError> {
-        let before = LogPosition(position.value() - 1);
-        let events = self
-            .inner
-            .log
-            .read_after(before, &EventFilter::default(), 1)
-            .await?;
-        let event = events
-            .into_iter()
-            .next()
-            .filter(|e| e.position == position)
-            .ok_or_else(|| {
-                AppError::Internal(format!("the fact of a completed key is not at {position}"))
-            })?;
+        let event = self.inner.log.event_at(position).await?.ok_or_else(|| {
+            AppError::Internal(format!("the fact of a completed key is not at {position}"))
+        })?;
         Fact::from_logged(&event).map_err(|e| AppError::Internal(e.to_string()))
     }
 }

@@ -85,6 +85,15 @@ impl LogReader for MemoryLog {
         Ok(events.last().map_or(LogPosition::START, |e| e.position))
     }
 
+    async fn event_at(&self, position: LogPosition) -> Result<Option<LoggedEvent>, AppError> {
+        let events = self.events.lock().expect("lock");
+        Ok(events.iter().find(|e| e.position == position).cloned())
+    }
+
+    async fn end(&self) -> Result<LogPosition, AppError> {
+        self.head().await
+    }
+
     async fn held_back(&self) -> Result<Option<Duration>, AppError> {
         Ok(None)
     }

@@ -1,5 +1,6 @@
 //! Group commit on PostgreSQL: single-fact appends of concurrent commands are gathered by
-//! a writer (one: appends are serialized by the log's order lock) and written by one `INSERT … ON CONFLICT DO NOTHING RETURNING` per
+//! a writer (one: while its batch commits the next gathers) and written by one
+//! `INSERT … ON CONFLICT DO NOTHING RETURNING` per
 //! batch — one statement, one transaction, one WAL flush for many commands — instead of
 //! one each. A row the database skipped lost its optimistic-concurrency race (its
 //! sequence is taken): only that command gets [`AppendFailure::Conflict`]; a row skipped

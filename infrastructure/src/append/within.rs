@@ -1,7 +1,7 @@
 //! Appending rows inside a caller's transaction (a saga write), with a processor's cursor
 //! moved from where the caller read it (compare-and-set) by the same statement on
-//! PostgreSQL: the log's order lock is held from this statement to the caller's commit, so
-//! the caller appends last and commits at once.
+//! PostgreSQL: readers cannot pass the rows until the caller commits, so the caller
+//! appends last and commits at once.
 
 use pm_application::log::LogPosition;
 

@@ -6,8 +6,8 @@
 //!
 //! Only a batch touches the processor's row: controls and deadlines lock the rows of their
 //! own conversations, so writers of different conversations commit in parallel. The runes
-//! are appended last: on PostgreSQL an append holds the log's order lock until its
-//! transaction ends, so the rest of the transaction runs before it takes that lock. They go
+//! are appended last: on PostgreSQL readers cannot pass an append until its transaction
+//! ends, so the rest of the transaction runs before it appends. They go
 //! through the log's one [`Appender`], which also rings the doorbell after the commit.
 
 use std::collections::HashMap;
