@@ -246,6 +246,12 @@ pub const CATALOGUE: &[Metric] = &[
         label: None,
     },
     Metric {
+        name: "pm_log_sightings_total",
+        kind: Kind::Counter,
+        help: "Reads of the log on PostgreSQL, by how they learned how far they may read: `gap_free` (the snapshot showed every position since the horizon) or `lock_table` (a gap: the floors of the appends in progress, from pg_locks).",
+        label: Some(("horizon", pm_infrastructure::log::SIGHTINGS)),
+    },
+    Metric {
         name: "pm_log_tail_events_total",
         kind: Kind::Counter,
         help: "Events the process's log tail read and broadcast to its SSE streams.",

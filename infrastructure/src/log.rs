@@ -99,6 +99,8 @@ impl DbLogReader {
             let rows = self.db.fetch_all(&sql, args).await.map_err(store_error)?;
             let first = rows.first().ok_or_else(|| corrupt("sighting", "no row"))?;
             let whole = first.bool("h_whole").map_err(|e| corrupt("sighting", e))?;
+            metrics::counter!("pm_log_sightings_total", "horizon" => SIGHTINGS[usize::from(!whole)])
+                .increment(1);
             let bound = if whole {
                 LogPosition(first.int("h_through").map_err(|e| corrupt("sighting", e))?)
             } else {
@@ -158,6 +160,10 @@ const SIGHTING: &str = "WITH newest AS MATERIALIZED (\
       WHERE locktype = 'advisory' AND granted AND classid = 1886219362 AND objsubid = 2 \
         AND database = (SELECT oid FROM pg_database WHERE datname = current_database())), \
       ',') END AS h_floors FROM seen)";
+
+/// How a read's sighting learned how far it may read (`pm_log_sightings_total`): its
+/// snapshot showed no gap, or it read the floors from the lock table.
+pub const SIGHTINGS: &[&str] = &["gap_free", "lock_table"];
 
 /// The last position a read of [`SIGHTING`]'s statement reads: the newest when its
 /// snapshot shows every position up to it, else the horizon known before it (`$1`).
