@@ -53,21 +53,25 @@ impl DbLogReader {
             .await
             .map_err(store_error)?
             .ok_or_else(|| corrupt("sighting", "no row"))?;
-        self.settle(&row).map(LogPosition)
+        self.settle(&row).map(|(horizon, _)| LogPosition(horizon))
     }
 
-    /// Takes in the sighting of `row` (its `h_` columns).
-    fn settle(&self, row: &DbRow) -> Result<i64, AppError> {
-        let floors = row.string("h_floors").map_err(|e| corrupt("sighting", e))?;
+    /// Takes in the sighting of `row` (its `h_` columns): the position readers may now
+    /// read up to and, when the statement's snapshot showed no gap (`h_whole`), the newest
+    /// position it saw.
+    fn settle(&self, row: &DbRow) -> Result<(i64, Option<i64>), AppError> {
+        let column = |e: sqlx::Error| corrupt("sighting", e);
+        let floors = row.string("h_floors").map_err(column)?;
         let seen = Sighting {
-            through: row.int("h_through").map_err(|e| corrupt("sighting", e))?,
+            through: row.int("h_through").map_err(column)?,
             floors: floors
                 .split(',')
                 .filter(|f| !f.is_empty())
                 .map(|f| f.parse().map_err(|e| corrupt("floor", e)))
                 .collect::<Result<_, _>>()?,
         };
-        Ok(self.horizon.settle(&seen))
+        let whole = row.bool("h_whole").map_err(column)?;
+        Ok((self.horizon.settle(&seen), whole.then_some(seen.through)))
     }
 
     /// Reads on PostgreSQL: one statement takes the next sighting and reads up to the
@@ -98,15 +102,11 @@ impl DbLogReader {
             );
             let rows = self.db.fetch_all(&sql, args).await.map_err(store_error)?;
             let first = rows.first().ok_or_else(|| corrupt("sighting", "no row"))?;
-            let whole = first.bool("h_whole").map_err(|e| corrupt("sighting", e))?;
-            metrics::counter!("pm_log_sightings_total", "horizon" => SIGHTINGS[usize::from(!whole)])
-                .increment(1);
-            let bound = if whole {
-                LogPosition(first.int("h_through").map_err(|e| corrupt("sighting", e))?)
-            } else {
-                through
-            };
-            let moved_to = LogPosition(self.settle(first)?);
+            let (moved_to, gap_free) = self.settle(first)?;
+            let path = SIGHTINGS[usize::from(gap_free.is_none())];
+            metrics::counter!("pm_log_sightings_total", "horizon" => path).increment(1);
+            let moved_to = LogPosition(moved_to);
+            let bound = gap_free.map_or(through, LogPosition);
             for row in &rows {
                 if row.opt_int("global_position").is_ok_and(|p| p.is_some()) {
                     events.push(logged(row)?);
@@ -125,20 +125,24 @@ impl DbLogReader {
     /// The newest committed position.
     async fn committed(&self) -> Result<LogPosition, AppError> {
         // An index-only read of the newest position: constant time at any log size.
+        let head = self
+            .number("SELECT max(global_position) AS n FROM events")
+            .await?;
+        Ok(LogPosition(head.unwrap_or(0)))
+    }
+
+    /// The one number (column `n`) of `sql`'s row, if any and not `NULL`.
+    async fn number(&self, sql: &str) -> Result<Option<i64>, AppError> {
         let row = self
             .db
-            .fetch_optional(
-                "SELECT max(global_position) AS head FROM events",
-                Args::new(),
-            )
+            .fetch_optional(sql, Args::new())
             .await
             .map_err(store_error)?;
-        let head = row
-            .map(|r| r.opt_int("head"))
+        Ok(row
+            .map(|r| r.opt_int("n"))
             .transpose()
             .map_err(|e| corrupt("row", e))?
-            .flatten();
-        Ok(LogPosition(head.unwrap_or(0)))
+            .flatten())
     }
 }
 
@@ -171,7 +175,8 @@ const BOUND: &str = "(CASE WHEN sighting.h_whole THEN sighting.h_through ELSE $1
 
 /// How long the oldest append in progress has been running, in microseconds: readers
 /// cannot pass what it appends until it ends.
-const HELD_BACK: &str = "SELECT (extract(epoch FROM clock_timestamp() - min(a.xact_start)) * 1000000)::bigint AS held_us \
+const HELD_BACK: &str =
+    "SELECT (extract(epoch FROM clock_timestamp() - min(a.xact_start)) * 1000000)::bigint AS n \
     FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
     WHERE l.locktype = 'advisory' AND l.granted AND l.classid = 1886219362 AND l.objsubid = 2 \
       AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())";
@@ -291,17 +296,8 @@ impl LogReader for DbLogReader {
             // SQLite's single writer: an append holds the database for one statement.
             return Ok(None);
         }
-        let row = self
-            .db
-            .fetch_optional(HELD_BACK, Args::new())
-            .await
-            .map_err(store_error)?;
-        let seconds = row
-            .map(|r| r.opt_int("held_us"))
-            .transpose()
-            .map_err(|e| corrupt("row", e))?
-            .flatten();
-        Ok(seconds.map(|us| Duration::from_micros(us.max(0) as u64)))
+        let held_us = self.number(HELD_BACK).await?;
+        Ok(held_us.map(|us| Duration::from_micros(us.max(0) as u64)))
     }
 
     fn doorbell(&self) -> watch::Receiver<u64> {

@@ -223,8 +223,9 @@ async fn an_append_holding_the_log_back_shows_in_readyz_and_metrics() {
         "the stalled append drew the earlier position ({stalled_position} vs {message_position}): \
          the command committed first and was held back for it"
     );
-    // The sagas answer the message with runes, appended a moment after it: once every processor has caught up with the head, nothing is appending
-    // and nothing may hold the log back.
+    // The sagas answer the message with runes, appended a moment after it: once every
+    // processor has caught up with the head, nothing is appending and nothing may hold the
+    // log back.
     let caught_up = poll(Duration::from_secs(10), || {
         let api = api.clone();
         async move {
