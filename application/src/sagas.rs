@@ -28,6 +28,7 @@ mod processor;
 mod scheduler;
 mod slots;
 pub mod snapshot;
+mod written;
 
 use std::future::Future;
 

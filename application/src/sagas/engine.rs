@@ -25,6 +25,7 @@ use uuid::Uuid;
 
 use super::slots::{Held, Machines, Slots};
 use super::snapshot::SnapshotPolicy;
+use super::written::UNTIMED;
 use super::{NewRune, PlacedCall, SagaStore, SagaWrite};
 use crate::bus::EventMetadata;
 use crate::clock::Clock;
@@ -164,14 +165,14 @@ fn record(
     write.leases.extend(outcome.leases);
 }
 
-/// Adds the session, agent, turn and tool call rows that `write`'s runes changed, at the time of the
-/// conversation's last rune.
-fn rows(held: &BTreeMap<Uuid, Held>, write: &mut SagaWrite) {
-    for (conversation, slot) in held {
-        let Some(machines) = slot.as_ref() else {
+/// Adds the session, agent, turn and tool call rows that `write`'s runes changed, at the
+/// time of the conversation's last rune — each only if it differs from what this replica
+/// last wrote for it ([`Written`](super::written::Written)).
+fn rows(held: &mut BTreeMap<Uuid, Held>, write: &mut SagaWrite) {
+    for (conversation, slot) in held.iter_mut() {
+        let Some(Machines { sagas, written, .. }) = slot.as_mut() else {
             continue;
         };
-        let sagas = &machines.sagas;
         let mut time = None;
         let mut changed = BTreeSet::new();
         for rune in write
@@ -188,14 +189,35 @@ fn rows(held: &BTreeMap<Uuid, Held>, write: &mut SagaWrite) {
             }
         }
         let Some(time) = time else { continue };
-        if let Some(session) = sagas.session_view(time) {
-            write.sessions.push(session);
+        if let Some(session) = sagas.session_view(UNTIMED) {
+            if written.changed(Instance::Session(*conversation), &session, true) {
+                write.sessions.extend(sagas.session_view(time));
+            }
         }
         for instance in changed {
             match instance {
-                Instance::Agent(id) => write.agents.extend(sagas.agent_view(id, time)),
-                Instance::Turn(id) => write.turns.extend(sagas.turn_view(id, time)),
+                Instance::Agent(id) => {
+                    if let Some(agent) = sagas.agent_view(id, UNTIMED) {
+                        if written.changed(instance, &agent, true) {
+                            write.agents.extend(sagas.agent_view(id, time));
+                        }
+                    }
+                }
+                Instance::Turn(id) => {
+                    if let Some(turn) = sagas.turn_view(id, UNTIMED) {
+                        let open = turn.terminal_rune.is_none();
+                        if written.changed(instance, &turn, open) {
+                            write.turns.extend(sagas.turn_view(id, time));
+                        }
+                    }
+                }
                 Instance::ToolCall(id) => {
+                    let Some(call) = sagas.tool_call_view(id, UNTIMED) else {
+                        continue;
+                    };
+                    if !written.changed(instance, &call, call.result.is_none()) {
+                        continue;
+                    }
                     write
                         .tool_calls
                         .extend(sagas.tool_call_view(id, time).map(|call| {

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use pm_domain::saga::{Instance, Sagas};
 use uuid::Uuid;
 
+use super::written::Written;
 use super::{snapshot, StoredConversation};
 
 /// One conversation's machines, the version of the conversation they reflect, and the
@@ -19,6 +20,8 @@ pub(super) struct Machines {
     pub(super) runes: u64,
     /// How many of them the conversation's last snapshot holds.
     pub(super) covered: u64,
+    /// What its rows said when this replica last wrote them.
+    pub(super) written: Written,
 }
 
 impl Machines {
@@ -30,6 +33,7 @@ impl Machines {
             version: 0,
             runes: 0,
             covered: 0,
+            written: Written::default(),
         }
     }
 
@@ -59,6 +63,7 @@ impl Machines {
             // `covered` comes from the database: never an overflow on a corrupt count.
             runes: covered.saturating_add(stored.runes.len() as u64),
             covered,
+            written: Written::default(),
         })
     }
 }

@@ -41,6 +41,16 @@ struct Stored {
     contended: Option<Uuid>,
     /// What the next commits answer, in order, before anything is checked or written.
     scripted: Vec<fn() -> CommitError>,
+    /// The rows each commit wrote.
+    rows: Vec<Rows>,
+}
+
+/// The rows one commit wrote, by id.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Rows {
+    sessions: Vec<Uuid>,
+    agents: Vec<Uuid>,
+    turns: Vec<Uuid>,
 }
 
 /// A commit of `conversation` waits at the gate until released.
@@ -241,6 +251,11 @@ impl SagaStore for FakeStore {
             if let Some((_, to)) = batch {
                 s.cursor = to;
             }
+            s.rows.push(Rows {
+                sessions: write.sessions.iter().map(|r| r.conversation_id).collect(),
+                agents: write.agents.iter().map(|r| r.id).collect(),
+                turns: write.turns.iter().map(|r| r.id).collect(),
+            });
             s.commits += 1;
             Ok(Committed {
                 last_position: last,
@@ -852,3 +867,67 @@ async fn given_a_snapshot_that_does_not_read_when_the_conversation_is_loaded_the
 }
 
 mod attempt;
+
+/// The turn queued in `conversation` (its first).
+fn queued_turn(world: &World, conversation: Uuid) -> Uuid {
+    world.store.with(|s| {
+        s.runes
+            .iter()
+            .find_map(|(c, r)| match r.recorded.instance {
+                Instance::Turn(id) if *c == conversation => Some(id),
+                _ => None,
+            })
+            .expect("a turn was queued")
+    })
+}
+
+#[tokio::test]
+async fn given_a_turn_under_way_when_the_person_says_more_then_the_new_turn_and_the_agent_are_written_and_not_the_unchanged_session(
+) {
+    let (mut world, a) = World::active().await;
+    let first = queued_turn(&world, a);
+    let said = world
+        .store
+        .with(|s| s.rows.last().cloned().unwrap_or_default());
+    assert_eq!(said.sessions, [a], "the first message changed the session");
+
+    let more = vec![world.log.human_says(a)];
+    world.apply(more).await;
+
+    let again = world
+        .store
+        .with(|s| s.rows.last().cloned().unwrap_or_default());
+    assert_eq!(again.turns.len(), 1, "a second turn: {again:?}");
+    assert_ne!(again.turns, [first]);
+    assert_eq!(again.agents.len(), 1, "its agent queues it");
+    assert!(
+        again.sessions.is_empty(),
+        "the session is as it was: {again:?}"
+    );
+}
+
+#[tokio::test]
+async fn given_a_commit_that_failed_when_the_conversation_is_written_again_then_every_row_it_touches_is_written(
+) {
+    let (world, a) = World::active().await;
+    world.store.with(|s| {
+        s.scripted
+            .push(|| CommitError::Store(AppError::Unavailable("down".into())))
+    });
+    let refused = world
+        .engine
+        .control(ControlTarget::Session(a), pause(), metadata())
+        .await;
+    assert!(refused.is_err(), "the store was down");
+
+    world
+        .engine
+        .control(ControlTarget::Session(a), pause(), metadata())
+        .await
+        .expect("stored")
+        .expect("accepted");
+    let paused = world
+        .store
+        .with(|s| s.rows.last().cloned().unwrap_or_default());
+    assert_eq!(paused.sessions, [a]);
+}
