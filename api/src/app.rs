@@ -103,8 +103,9 @@ pub struct Application {
     ),
     /// NATS, when `PM_NATS_URL` is set: the agents' wakeup doorbells ring on it.
     nats: Option<async_nats::Client>,
-    /// The JetStream relay's runner, when `PM_NATS_URL` is set.
-    relay: Option<RelayRunner>,
+    /// The JetStream relay's runner, and the relay whose stream it keeps, when
+    /// `PM_NATS_URL` is set.
+    relay: Option<(RelayRunner, Arc<pm_infrastructure::relay::NatsRelay>)>,
     /// The webhooks' dispatcher.
     webhooks: crate::webhooks::WebhookDispatcher,
 }
@@ -265,14 +266,15 @@ impl Application {
                     prefix: config.nats_subject_prefix.clone(),
                 },
             );
-            ProcessorRunner::new(
-                relay,
+            let runner = ProcessorRunner::new(
+                relay.clone(),
                 processors.clone(),
                 log.clone(),
                 runner_options(config, &owner, std::time::Duration::ZERO),
             )
             .0
-            .with_tail(tail.clone())
+            .with_tail(tail.clone());
+            (runner, relay)
         });
         let (webhooks, webhook_admin) = crate::webhooks::build(
             config,
@@ -402,9 +404,11 @@ impl Application {
             .nats
             .clone()
             .map(|nats| crate::doorbells::spawn(&self.state, nats, token.clone()));
-        let relay = self
-            .relay
-            .map(|relay| tokio::spawn(relay.run(token.clone())));
+        let relay = self.relay.map(|(runner, relay)| {
+            // The stream is there before the first event, and again when NATS comes back.
+            tokio::spawn(relay.keep_stream(token.clone()));
+            tokio::spawn(runner.run(token.clone()))
+        });
         let webhooks = tokio::spawn(self.webhooks.run(token.clone()));
         let runner = tokio::spawn(self.runner.run(token.clone()));
         let (saga_runner, scheduler) = self.sagas;

@@ -9,15 +9,21 @@
 //! replica relays at a time (the runtime's ownership), so the stream's order is the log's.
 //! NATS away: the batch fails as transient, the runner retries, the cursor (and the lag
 //! `GET /v1/admin/processors` shows) waits; commands never depend on it.
+//!
+//! The stream is there before the first event ([`NatsRelay::keep_stream`]): every replica
+//! creates it at start-up, and again whenever its connection to NATS comes back (a NATS
+//! that lost its store lost the stream too), so a consumer started first finds it.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use async_nats::connection::State;
 use async_nats::jetstream;
 use pm_application::log::{LogPosition, LoggedEvent};
 use pm_application::processor::{BatchError, BatchHandler};
 use pm_application::views::CloudEvent;
-use tokio::sync::OnceCell;
+use tokio_util::sync::CancellationToken;
 
 use crate::processor::cursor::{self, CursorError};
 use crate::Database;
@@ -28,6 +34,9 @@ pub const NATS_RELAY: &str = "nats_relay";
 /// How long JetStream remembers a `Nats-Msg-Id` (a redelivery after a crash or a NATS
 /// restart comes within the runner's retries, seconds to minutes).
 const DUPLICATE_WINDOW: Duration = Duration::from_secs(3600);
+
+/// How often [`NatsRelay::keep_stream`] looks at the connection (a cheap read of its state).
+const KEEP_EVERY: Duration = Duration::from_millis(250);
 
 /// Where to relay.
 #[derive(Debug, Clone)]
@@ -43,9 +52,9 @@ pub struct NatsRelay {
     db: Database,
     js: jetstream::Context,
     settings: RelaySettings,
-    /// Set once the stream is known to exist (created at the first batch: NATS may be
-    /// away when the service starts).
-    stream: OnceCell<()>,
+    /// Whether the stream is known to exist: cleared when a publish fails or the
+    /// connection comes back, so the stream is made again if NATS lost it.
+    stream_ready: AtomicBool,
 }
 
 impl NatsRelay {
@@ -55,28 +64,66 @@ impl NatsRelay {
             db,
             js: jetstream::new(nats),
             settings,
-            stream: OnceCell::new(),
+            stream_ready: AtomicBool::new(false),
         })
     }
 
+    /// Creates the stream unless it is known to exist.
     async fn ensure_stream(&self) -> Result<(), BatchError> {
-        self.stream
-            .get_or_try_init(|| async {
-                let config = jetstream::stream::Config {
-                    name: self.settings.stream.clone(),
-                    subjects: vec![format!("{}.>", self.settings.prefix)],
-                    duplicate_window: DUPLICATE_WINDOW,
-                    storage: jetstream::stream::StorageType::File,
-                    ..Default::default()
-                };
-                self.js
-                    .get_or_create_stream(config)
-                    .await
-                    .map(|_| ())
-                    .map_err(|e| BatchError::Transient(format!("stream: {e}")))
-            })
+        if self.stream_ready.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let config = jetstream::stream::Config {
+            name: self.settings.stream.clone(),
+            subjects: vec![format!("{}.>", self.settings.prefix)],
+            duplicate_window: DUPLICATE_WINDOW,
+            storage: jetstream::stream::StorageType::File,
+            ..Default::default()
+        };
+        self.js
+            .get_or_create_stream(config)
             .await
-            .copied()
+            .map_err(|e| BatchError::Transient(format!("stream: {e}")))?;
+        self.stream_ready.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Keeps the stream there until `shutdown` (DELIVERY.md: created at start-up): makes it
+    /// as soon as NATS is reachable, and again each time the connection comes back. Runs on
+    /// every replica, relaying or not (creating an existing stream with the same settings
+    /// changes nothing).
+    pub async fn keep_stream(self: Arc<Self>, shutdown: CancellationToken) {
+        let client = self.js.client();
+        let statistics = client.statistics();
+        // Connections made so far (the client counts every connect and reconnect): a new
+        // one may be to a NATS that never had the stream, or lost it.
+        let mut connects = 0;
+        let mut warned = false;
+        loop {
+            let made = statistics.connects.load(Ordering::Relaxed);
+            if made != connects {
+                connects = made;
+                self.stream_ready.store(false, Ordering::Release);
+            }
+            let connected = client.connection_state() == State::Connected;
+            if connected && !self.stream_ready.load(Ordering::Acquire) {
+                match self.ensure_stream().await {
+                    Ok(()) => {
+                        tracing::info!(stream = %self.settings.stream, "JetStream stream ready");
+                        warned = false;
+                    }
+                    Err(e) if !warned => {
+                        tracing::warn!(stream = %self.settings.stream, error = %e, "JetStream stream not created yet; retrying");
+                        warned = true;
+                    }
+                    Err(_) => {}
+                }
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(KEEP_EVERY) => {}
+            }
+        }
     }
 
     /// Publishes `events` and waits for every ack.
@@ -128,7 +175,11 @@ impl BatchHandler for NatsRelay {
             return Ok(from);
         };
         self.ensure_stream().await?;
-        self.publish(events).await?;
+        if let Err(e) = self.publish(events).await {
+            // NATS may have lost the stream: made again before the next try.
+            self.stream_ready.store(false, Ordering::Release);
+            return Err(e);
+        }
         let moved = self.advance(from, last.position).await?;
         metrics::counter!("pm_relay_published_total").increment(events.len() as u64);
         Ok(moved)

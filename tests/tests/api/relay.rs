@@ -1,4 +1,5 @@
-//! The JetStream relay (DELIVERY.md): every fact and rune of a run in the stream exactly
+//! The JetStream relay (DELIVERY.md): the stream there before the first event and again
+//! when NATS comes back without it; every fact and rune of a run in the stream exactly
 //! once and in log order — with two replicas relaying (one at a time), and across a
 //! private `nats-server` stopped and started under load. Needs NATS at 127.0.0.1:4222 (and
 //! `nats-server` for the restart): skipped loudly without it locally, failed under
@@ -142,7 +143,89 @@ async fn a_nats_restart_under_load_loses_and_repeats_nothing(db: TestDb) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The stream of `stream` on `client`, once it exists (up to `within`).
+async fn stream_within(
+    client: &async_nats::Client,
+    stream: &str,
+    within: Duration,
+) -> Option<async_nats::jetstream::stream::Info> {
+    let js = async_nats::jetstream::new(client.clone());
+    let deadline = Instant::now() + within;
+    loop {
+        if let Ok(mut found) = js.get_stream(stream).await {
+            if let Ok(info) = found.info().await {
+                return Some(info.clone());
+            }
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn the_stream_exists_before_the_first_event(db: TestDb) {
+    let Some(client) = pm_tests::nats::client(NATS).await else {
+        return;
+    };
+    let (stream, prefix) = names();
+    let svc = start(&db, NATS, &stream, &prefix).await;
+    let info = stream_within(&client, &stream, Duration::from_secs(10))
+        .await
+        .expect("the stream is created at start-up");
+    assert_eq!(info.state.messages, 0);
+    assert!(events(&svc, "").await.is_empty(), "nothing was logged");
+    assert_eq!(info.config.subjects, [format!("{prefix}.>")]);
+    svc.stop().await;
+    delete_stream(&client, &stream).await;
+}
+
+async fn the_stream_is_created_as_soon_as_nats_is_back(db: TestDb) {
+    if pm_tests::nats::client(NATS).await.is_none() {
+        return;
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let url = format!("nats://127.0.0.1:{port}");
+    let (stream, prefix) = names();
+    // NATS away at start-up: the service starts anyway.
+    let svc = start(&db, &url, &stream, &prefix).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let first = std::env::temp_dir().join(format!("pm-nats-{}", uuid::Uuid::new_v4()));
+    let mut server = nats_server(port, &first);
+    let client = wait_listening(&url).await;
+    assert!(
+        stream_within(&client, &stream, Duration::from_secs(10))
+            .await
+            .is_some(),
+        "created once NATS came"
+    );
+    server.kill().expect("stopped");
+    server.wait().expect("reaped");
+
+    // Back with an empty store: the stream is gone, and made again without any event.
+    let second = std::env::temp_dir().join(format!("pm-nats-{}", uuid::Uuid::new_v4()));
+    let mut server = nats_server(port, &second);
+    let client = wait_listening(&url).await;
+    let info = stream_within(&client, &stream, Duration::from_secs(10))
+        .await
+        .expect("created again once NATS came back");
+    assert_eq!(info.state.messages, 0);
+    assert!(events(&svc, "").await.is_empty(), "nothing was logged");
+    svc.stop().await;
+    server.kill().expect("stopped");
+    let _ = server.wait();
+    for dir in [first, second] {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
 on_both_backends!(
+    the_stream_exists_before_the_first_event,
+    the_stream_is_created_as_soon_as_nats_is_back,
     every_event_once_and_in_order,
     two_replicas_relay_once,
     a_nats_restart_under_load_loses_and_repeats_nothing,
