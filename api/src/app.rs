@@ -63,6 +63,9 @@ pub enum StartError {
     /// The principals file or the identity provider's key set.
     #[error("principals: {0}")]
     Principals(String),
+    /// The keys of personal data cannot be opened (a master key missing or wrong).
+    #[error(transparent)]
+    Keys(#[from] pm_infrastructure::keys::KeyError),
 }
 
 /// How often a replica confirms it still owns its processors and tries to take over the
@@ -155,6 +158,7 @@ impl Application {
     /// [`StartError`] naming what failed.
     pub async fn build_with(config: &Config, hooks: Hooks) -> Result<Self, StartError> {
         let tokens = config.validate()?;
+        let (master_key, previous_master_key) = config.master_keys()?;
         let per_principal = usize::try_from(config.max_streams_per_principal).unwrap_or(usize::MAX);
         let jwt = match config.jwt()? {
             Some(settings) => Some(
@@ -177,6 +181,14 @@ impl Application {
         warn_about_capacity(&db).await;
         db.migrate().await?;
         ensure_schema(&db).await.map_err(DbError::Query)?;
+        // Refuses to start on keys it could not open (a master key missing or wrong).
+        let _keys = pm_infrastructure::keys::KeyStore::open(
+            &db,
+            master_key,
+            previous_master_key,
+            config.caches().keys,
+        )
+        .await?;
         // Appends ring `local`; the doorbell task forwards to `readers` (and across
         // replicas on PostgreSQL).
         let (local, local_rx) = tokio::sync::watch::channel(0u64);

@@ -37,6 +37,18 @@ pub struct Config {
     )]
     pub auth_tokens: String,
 
+    /// The master key of personal data (TRUST.md "Forgetting a person"): 32 bytes in
+    /// standard base64 (`openssl rand -base64 32`) that wrap every actor's and
+    /// conversation's data key in the database. Once set, the service refuses to start
+    /// without it, or with another one.
+    #[arg(long, env = "PM_MASTER_KEY", hide_env_values = true)]
+    pub master_key: Option<String>,
+
+    /// The master key before a rotation: with the new one in `PM_MASTER_KEY`, one start
+    /// rewraps every data key with the new one; then this setting can go.
+    #[arg(long, env = "PM_MASTER_KEY_PREVIOUS", hide_env_values = true)]
+    pub master_key_previous: Option<String>,
+
     /// A principals file (TRUST.md): `{"principals": [{"name", "token_sha256", "roles",
     /// "organizations", "actors"?}]}`, read at start and again on `SIGHUP`.
     #[arg(long, env = "PM_PRINCIPALS_FILE")]
@@ -310,6 +322,8 @@ pub struct Caches {
     pub conversations: usize,
     /// Actors whose kind the sagas keep.
     pub actor_kinds: usize,
+    /// Data keys of personal data kept open.
+    pub keys: usize,
 }
 
 impl Caches {
@@ -321,9 +335,11 @@ impl Caches {
     pub const CONVERSATION_BYTES: u64 = 4096;
     /// Estimated bytes of an actor's kind.
     pub const ACTOR_KIND_BYTES: u64 = 64;
+    /// Estimated bytes of an open data key (the key, its id, the cache's own share).
+    pub const KEY_BYTES: u64 = 128;
 
-    /// The limits for `mib` MiB: half aggregates, a quarter conversations, an eighth each
-    /// entities and actor kinds.
+    /// The limits for `mib` MiB: half aggregates, a quarter conversations, an eighth
+    /// entities, a sixteenth each actor kinds and data keys.
     pub fn of_mib(mib: u64) -> Self {
         let bytes = mib.saturating_mul(1 << 20);
         let count =
@@ -332,7 +348,8 @@ impl Caches {
             aggregates: count(bytes / 2, Self::AGGREGATE_BYTES),
             entities: count(bytes / 8, Self::ENTITY_BYTES),
             conversations: count(bytes / 4, Self::CONVERSATION_BYTES),
-            actor_kinds: count(bytes / 8, Self::ACTOR_KIND_BYTES),
+            actor_kinds: count(bytes / 16, Self::ACTOR_KIND_BYTES),
+            keys: count(bytes / 16, Self::KEY_BYTES),
         }
     }
 }
@@ -362,6 +379,9 @@ pub enum ConfigError {
     /// `DATABASE_URL` has an unsupported scheme.
     #[error("DATABASE_URL must start with postgres://, postgresql:// or sqlite: (got {0:?})")]
     DatabaseUrl(String),
+    /// A master key setting is not 32 bytes of base64.
+    #[error("{0}")]
+    MasterKey(String),
     /// `PM_WEBHOOK_ALLOWED_HOSTS` does not parse.
     #[error(transparent)]
     WebhookHosts(#[from] pm_application::webhooks::policy::PolicyError),
@@ -456,6 +476,34 @@ impl Config {
             },
             timeout: Duration::from_secs(self.webhook_timeout_secs),
         })
+    }
+
+    /// `PM_MASTER_KEY` and `PM_MASTER_KEY_PREVIOUS`, parsed.
+    ///
+    /// # Errors
+    /// [`ConfigError::MasterKey`] naming the setting that is not 32 bytes of base64.
+    pub fn master_keys(
+        &self,
+    ) -> Result<
+        (
+            Option<pm_infrastructure::keys::MasterKey>,
+            Option<pm_infrastructure::keys::MasterKey>,
+        ),
+        ConfigError,
+    > {
+        use pm_infrastructure::keys::MasterKey;
+        let parse = |setting, value: &Option<String>| {
+            value
+                .as_deref()
+                .filter(|v| !v.trim().is_empty())
+                .map(|v| MasterKey::parse(setting, v))
+                .transpose()
+                .map_err(|e| ConfigError::MasterKey(e.to_string()))
+        };
+        Ok((
+            parse("PM_MASTER_KEY", &self.master_key)?,
+            parse("PM_MASTER_KEY_PREVIOUS", &self.master_key_previous)?,
+        ))
     }
 
     /// The entry limits of the caches that `PM_CACHE_MB` pays for.
@@ -570,7 +618,8 @@ mod tests {
                 aggregates: 32_768,
                 entities: 87_381,
                 conversations: 4_096,
-                actor_kinds: 131_072,
+                actor_kinds: 65_536,
+                keys: 32_768,
             }
         );
         let tiny = Caches::of_mib(1);

@@ -26,6 +26,7 @@ pub mod console_signouts;
 pub mod db;
 pub mod doorbell;
 pub mod idempotency;
+pub mod keys;
 pub mod log;
 pub mod lookup;
 pub mod owners;

@@ -19,6 +19,7 @@ mod events;
 mod exactly_once;
 mod idempotency;
 mod jwt;
+mod master_key;
 mod mcp;
 mod mcp_sessions;
 mod openapi;

@@ -1,0 +1,330 @@
+//! The keys of personal data (TRUST.md "Forgetting a person"): one AES-256-GCM data key per
+//! actor and per conversation, kept in `pm_keys`, each wrapped (sealed) by `PM_MASTER_KEY`
+//! when it is set. Forgetting destroys the key in the transaction that appends the
+//! `forgotten` fact, so what was sealed under it can never be read again.
+//!
+//! **The master key.** The first start with `PM_MASTER_KEY` wraps every key stored in the
+//! clear and records a check value sealed by it (`pm_master_key_check`); from then on a
+//! start without it, or with another one, refuses — naming the setting — rather than
+//! running on keys it cannot open. Rotation: start once with the new key in
+//! `PM_MASTER_KEY` and the old one in `PM_MASTER_KEY_PREVIOUS`; every key is unwrapped with
+//! the old and wrapped with the new in one transaction.
+//!
+//! **The cache.** Opened keys are kept in memory up to a count ([`KeyStore::open`]); a key
+//! destroyed here leaves it at once, and [`KeyStore::evict`] is how a replica drops a key
+//! another replica destroyed.
+
+pub mod cipher;
+
+use chrono::Utc;
+use uuid::Uuid;
+
+pub use cipher::{Key, NoRandom, KEY_BYTES};
+
+use crate::db::{Args, Tx};
+use crate::Database;
+
+/// Whose texts a data key seals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scope {
+    /// What identifies or was written by a person.
+    Actor,
+    /// The rest of a conversation's texts.
+    Conversation,
+}
+
+impl Scope {
+    /// The `scope` column's value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Actor => "actor",
+            Self::Conversation => "conversation",
+        }
+    }
+}
+
+/// A master key: a setting's 32 bytes of base64. Its bytes never print.
+#[derive(Debug, Clone)]
+pub struct MasterKey {
+    key: Key,
+}
+
+impl MasterKey {
+    /// The key `setting` (`PM_MASTER_KEY`, `PM_MASTER_KEY_PREVIOUS`) holds: 32 bytes in
+    /// standard base64.
+    ///
+    /// # Errors
+    /// [`KeyError::BadMasterKey`] naming `setting`.
+    pub fn parse(setting: &'static str, value: &str) -> Result<Self, KeyError> {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD
+            .decode(value.trim())
+            .ok()
+            .and_then(|bytes| Key::from_bytes(&bytes))
+            .map(|key| Self { key })
+            .ok_or(KeyError::BadMasterKey(setting))
+    }
+
+    fn wrap(&self, scope: Scope, id: Uuid, key: &Key) -> Result<Vec<u8>, KeyError> {
+        Ok(self.key.seal(&wrap_aad(scope, id), key.bytes())?)
+    }
+
+    fn unwrap(&self, scope: Scope, id: Uuid, material: &[u8]) -> Option<Key> {
+        Key::from_bytes(&self.key.open(&wrap_aad(scope, id), material)?)
+    }
+
+    fn check(&self) -> Result<Vec<u8>, KeyError> {
+        Ok(self.key.seal(CHECK_AAD, CHECK_TEXT)?)
+    }
+
+    fn opens(&self, check: &[u8]) -> bool {
+        self.key.open(CHECK_AAD, check).as_deref() == Some(CHECK_TEXT)
+    }
+}
+
+/// A wrapped key is bound to its row: moved to another actor's row it does not open.
+fn wrap_aad(scope: Scope, id: Uuid) -> Vec<u8> {
+    format!("pm_keys\n{}\n{id}", scope.as_str()).into_bytes()
+}
+
+const CHECK_AAD: &[u8] = b"pm_master_key_check";
+const CHECK_TEXT: &[u8] = b"project-manager master key check, form 1";
+
+/// Why the keys cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    /// A master key setting is not 32 bytes of base64.
+    #[error("{0} must be 32 bytes in standard base64 (e.g. `openssl rand -base64 32`)")]
+    BadMasterKey(&'static str),
+    /// The keys are wrapped, and no master key is set.
+    #[error(
+        "PM_MASTER_KEY is not set, but the keys of this database are wrapped by a master key: \
+         set PM_MASTER_KEY to it"
+    )]
+    MasterKeyMissing,
+    /// The master key set does not open the keys.
+    #[error(
+        "PM_MASTER_KEY does not open the keys of this database: set the master key they were \
+         wrapped with, or rotate — the old one in PM_MASTER_KEY_PREVIOUS, the new one in \
+         PM_MASTER_KEY"
+    )]
+    MasterKeyWrong,
+    /// A stored key does not open with the key that should open it.
+    #[error("the {0} key of {1} does not open with the master key it was wrapped with")]
+    Damaged(&'static str, Uuid),
+    /// No randomness.
+    #[error(transparent)]
+    NoRandom(#[from] NoRandom),
+    /// The store.
+    #[error("keys: {0}")]
+    Store(#[from] sqlx::Error),
+}
+
+/// The keys of one database.
+pub struct KeyStore {
+    db: Database,
+    master: Option<MasterKey>,
+    cache: quick_cache::sync::Cache<(Scope, Uuid), Key>,
+}
+
+impl KeyStore {
+    /// The keys of `db`, opened with `master` (`PM_MASTER_KEY`) and, to rotate, `previous`
+    /// (`PM_MASTER_KEY_PREVIOUS`); at most `cached` keys kept open in memory. Wraps keys
+    /// stored in the clear when a master key is set (the first start with one), rotates
+    /// when `previous` opens them and `master` does not.
+    ///
+    /// # Errors
+    /// [`KeyError::MasterKeyMissing`] / [`KeyError::MasterKeyWrong`]: the service must not
+    /// start; [`KeyError::Store`].
+    pub async fn open(
+        db: &Database,
+        master: Option<MasterKey>,
+        previous: Option<MasterKey>,
+        cached: usize,
+    ) -> Result<Self, KeyError> {
+        let mut tx = db.begin().await?;
+        if matches!(tx, Tx::Postgres(_)) {
+            // Replicas starting together decide one after the other.
+            tx.execute("SELECT pg_advisory_xact_lock(1886219371)", Args::new())
+                .await?;
+        }
+        let check = tx
+            .fetch_optional(
+                "SELECT sealed FROM pm_master_key_check WHERE id = 1",
+                Args::new(),
+            )
+            .await?
+            .map(|row| row.bytes("sealed").map(<[u8]>::to_vec))
+            .transpose()?;
+        match (&master, check) {
+            (None, None) => {}
+            (None, Some(_)) => return Err(KeyError::MasterKeyMissing),
+            (Some(master), Some(check)) if master.opens(&check) => {
+                // Keys stored in the clear since (none, unless written by an older replica
+                // without the master key) are wrapped now.
+                rewrap(&mut tx, master, None).await?;
+            }
+            (Some(master), Some(check)) => match &previous {
+                Some(previous) if previous.opens(&check) => {
+                    rewrap(&mut tx, master, Some(previous)).await?;
+                    write_check(&mut tx, master).await?;
+                    tracing::info!("the keys were rewrapped with the new PM_MASTER_KEY; PM_MASTER_KEY_PREVIOUS can go");
+                }
+                _ => return Err(KeyError::MasterKeyWrong),
+            },
+            (Some(master), None) => {
+                rewrap(&mut tx, master, None).await?;
+                write_check(&mut tx, master).await?;
+                tracing::info!("PM_MASTER_KEY now protects the keys of personal data");
+            }
+        }
+        tx.commit().await?;
+        Ok(Self {
+            db: db.clone(),
+            master,
+            cache: quick_cache::sync::Cache::new(cached.max(16)),
+        })
+    }
+
+    /// The key of `scope` `id`; `None` when it was never made or was destroyed.
+    ///
+    /// # Errors
+    /// [`KeyError::Damaged`] for a row that does not open; [`KeyError::Store`].
+    pub async fn key(&self, scope: Scope, id: Uuid) -> Result<Option<Key>, KeyError> {
+        if let Some(key) = self.cache.get(&(scope, id)) {
+            return Ok(Some(key));
+        }
+        let row = self
+            .db
+            .fetch_optional(SELECT_KEY, Args::new().text(scope.as_str()).uuid(id))
+            .await?;
+        let Some(row) = row else { return Ok(None) };
+        let key = self.decode(scope, id, row.bytes("material")?, row.bool("wrapped")?)?;
+        self.cache.insert((scope, id), key.clone());
+        Ok(Some(key))
+    }
+
+    /// The key of `scope` `id`, made in `tx` if there is none yet (a concurrent maker's
+    /// key wins: the one stored is the one answered).
+    ///
+    /// # Errors
+    /// [`KeyError`].
+    pub async fn key_in(&self, tx: &mut Tx, scope: Scope, id: Uuid) -> Result<Key, KeyError> {
+        if let Some(key) = self.cache.get(&(scope, id)) {
+            return Ok(key);
+        }
+        let made = Key::generate()?;
+        let (material, wrapped) = match &self.master {
+            Some(master) => (master.wrap(scope, id, &made)?, true),
+            None => (made.bytes().to_vec(), false),
+        };
+        tx.execute(
+            "INSERT INTO pm_keys (scope, id, material, wrapped, created_at) \
+             VALUES ($1, $2, $3, $4, $5) ON CONFLICT (scope, id) DO NOTHING",
+            Args::new()
+                .text(scope.as_str())
+                .uuid(id)
+                .bytes(material)
+                .bool(wrapped)
+                .time(&Utc::now()),
+        )
+        .await?;
+        let row = tx
+            .fetch_optional(SELECT_KEY, Args::new().text(scope.as_str()).uuid(id))
+            .await?
+            .ok_or(sqlx::Error::RowNotFound)?;
+        // Cached only once `tx` commits: the caller does that ([`KeyStore::remember`]).
+        self.decode(scope, id, row.bytes("material")?, row.bool("wrapped")?)
+    }
+
+    /// Keeps `key` of `scope` `id` open in memory (after the transaction that made it
+    /// committed).
+    pub fn remember(&self, scope: Scope, id: Uuid, key: Key) {
+        self.cache.insert((scope, id), key);
+    }
+
+    /// Destroys the key of `scope` `id` in `tx`, and drops it from this replica's memory.
+    ///
+    /// # Errors
+    /// [`KeyError::Store`].
+    pub async fn destroy_in(&self, tx: &mut Tx, scope: Scope, id: Uuid) -> Result<(), KeyError> {
+        self.evict(scope, id);
+        tx.execute(
+            "DELETE FROM pm_keys WHERE scope = $1 AND id = $2",
+            Args::new().text(scope.as_str()).uuid(id),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Drops the key of `scope` `id` from this replica's memory (destroyed elsewhere).
+    pub fn evict(&self, scope: Scope, id: Uuid) {
+        self.cache.remove(&(scope, id));
+    }
+
+    fn decode(
+        &self,
+        scope: Scope,
+        id: Uuid,
+        material: &[u8],
+        wrapped: bool,
+    ) -> Result<Key, KeyError> {
+        let damaged = || KeyError::Damaged(scope.as_str(), id);
+        match (wrapped, &self.master) {
+            (false, _) => Key::from_bytes(material).ok_or_else(damaged),
+            (true, Some(master)) => master.unwrap(scope, id, material).ok_or_else(damaged),
+            (true, None) => Err(KeyError::MasterKeyMissing),
+        }
+    }
+}
+
+const SELECT_KEY: &str = "SELECT material, wrapped FROM pm_keys WHERE scope = $1 AND id = $2";
+
+/// Wraps every key with `master`: those in the clear, and — when `previous` is given — those
+/// wrapped with it.
+async fn rewrap(
+    tx: &mut Tx,
+    master: &MasterKey,
+    previous: Option<&MasterKey>,
+) -> Result<(), KeyError> {
+    let rows = tx
+        .fetch_all(
+            "SELECT scope, id, material, wrapped FROM pm_keys WHERE wrapped = $1 OR $2",
+            Args::new().bool(false).bool(previous.is_some()),
+        )
+        .await?;
+    for row in rows {
+        let scope = match row.str("scope")? {
+            "actor" => Scope::Actor,
+            _ => Scope::Conversation,
+        };
+        let id = row.uuid("id")?;
+        let material = row.bytes("material")?;
+        let key = match (row.bool("wrapped")?, previous) {
+            (false, _) => Key::from_bytes(material),
+            (true, Some(previous)) => previous.unwrap(scope, id, material),
+            (true, None) => continue,
+        }
+        .ok_or(KeyError::Damaged(scope.as_str(), id))?;
+        tx.execute(
+            "UPDATE pm_keys SET material = $3, wrapped = $4 WHERE scope = $1 AND id = $2",
+            Args::new()
+                .text(scope.as_str())
+                .uuid(id)
+                .bytes(master.wrap(scope, id, &key)?)
+                .bool(true),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+async fn write_check(tx: &mut Tx, master: &MasterKey) -> Result<(), KeyError> {
+    tx.execute(
+        "INSERT INTO pm_master_key_check (id, sealed, created_at) VALUES (1, $1, $2) \
+         ON CONFLICT (id) DO UPDATE SET sealed = excluded.sealed, created_at = excluded.created_at",
+        Args::new().bytes(master.check()?).time(&Utc::now()),
+    )
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,170 @@
+//! AES-256-GCM from `ring`: a 256-bit key seals bytes with a fresh random nonce, bound to
+//! associated data that names what they belong to — sealed bytes moved anywhere else (another
+//! event, another key's row) do not open.
+//!
+//! Sealed form: a version byte, the 96-bit nonce, then the ciphertext with its 128-bit tag.
+//! Random nonces are safe far beyond what one actor or conversation ever writes under its
+//! key (NIST SP 800-38D: 2^32 messages per key).
+
+use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM, NONCE_LEN};
+use ring::rand::{SecureRandom, SystemRandom};
+
+/// Bytes of a key.
+pub const KEY_BYTES: usize = 32;
+
+/// The first byte of every sealed value: the form above.
+const FORM: u8 = 1;
+
+/// A 256-bit AES-GCM key. Its bytes never print.
+#[derive(Clone)]
+pub struct Key([u8; KEY_BYTES]);
+
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Key(…)")
+    }
+}
+
+/// The system's random source failed (it does not, on any platform the service runs on).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the system's random source failed")]
+pub struct NoRandom;
+
+impl Key {
+    /// A new random key.
+    ///
+    /// # Errors
+    /// [`NoRandom`].
+    pub fn generate() -> Result<Self, NoRandom> {
+        let mut bytes = [0u8; KEY_BYTES];
+        SystemRandom::new().fill(&mut bytes).map_err(|_| NoRandom)?;
+        Ok(Self(bytes))
+    }
+
+    /// The key of exactly [`KEY_BYTES`] bytes; `None` for any other length.
+    pub fn from_bytes(bytes: &[u8]) -> Option<Self> {
+        <[u8; KEY_BYTES]>::try_from(bytes).ok().map(Self)
+    }
+
+    /// Its bytes, to be stored (wrapped by the master key when there is one).
+    pub fn bytes(&self) -> &[u8; KEY_BYTES] {
+        &self.0
+    }
+
+    fn aead(&self) -> LessSafeKey {
+        // A key of the right length always makes an AES-256-GCM key.
+        LessSafeKey::new(
+            UnboundKey::new(&AES_256_GCM, &self.0).unwrap_or_else(|_| unreachable!("32 bytes")),
+        )
+    }
+
+    /// `plaintext` sealed under this key and bound to `aad`.
+    ///
+    /// # Errors
+    /// [`NoRandom`] when no nonce can be drawn.
+    pub fn seal(&self, aad: &[u8], plaintext: &[u8]) -> Result<Vec<u8>, NoRandom> {
+        let mut nonce = [0u8; NONCE_LEN];
+        SystemRandom::new().fill(&mut nonce).map_err(|_| NoRandom)?;
+        let mut sealed = Vec::with_capacity(1 + NONCE_LEN + plaintext.len() + 16);
+        sealed.push(FORM);
+        sealed.extend_from_slice(&nonce);
+        let mut body = plaintext.to_vec();
+        self.aead()
+            .seal_in_place_append_tag(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(aad),
+                &mut body,
+            )
+            .map_err(|_| NoRandom)?;
+        sealed.extend_from_slice(&body);
+        Ok(sealed)
+    }
+
+    /// What `sealed` holds, if it was sealed under this key with this `aad` and not changed
+    /// since; `None` otherwise (another key, other associated data, altered bytes, another
+    /// form).
+    pub fn open(&self, aad: &[u8], sealed: &[u8]) -> Option<Vec<u8>> {
+        let (&form, rest) = sealed.split_first()?;
+        if form != FORM || rest.len() < NONCE_LEN {
+            return None;
+        }
+        let (nonce, body) = rest.split_at(NONCE_LEN);
+        let nonce = Nonce::try_assume_unique_for_key(nonce).ok()?;
+        let mut body = body.to_vec();
+        let plaintext = self
+            .aead()
+            .open_in_place(nonce, Aad::from(aad), &mut body)
+            .ok()?;
+        Some(plaintext.to_vec())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key() -> Key {
+        Key::generate().expect("random")
+    }
+
+    #[test]
+    fn given_a_sealed_text_when_opened_with_its_key_and_aad_then_it_reads_back() {
+        let k = key();
+        let sealed = k.seal(b"event 1 content", b"hello Alice").expect("sealed");
+        assert_eq!(
+            k.open(b"event 1 content", &sealed).as_deref(),
+            Some(&b"hello Alice"[..])
+        );
+    }
+
+    #[test]
+    fn given_a_sealed_text_then_it_does_not_hold_the_text() {
+        let sealed = key().seal(b"aad", b"hello Alice").expect("sealed");
+        assert!(!sealed.windows(5).any(|w| w == b"Alice"));
+    }
+
+    #[test]
+    fn given_a_sealed_text_when_opened_with_another_aad_then_nothing() {
+        let k = key();
+        let sealed = k.seal(b"event 1 content", b"hello").expect("sealed");
+        assert_eq!(k.open(b"event 2 content", &sealed), None);
+    }
+
+    #[test]
+    fn given_a_sealed_text_when_opened_with_another_key_then_nothing() {
+        let sealed = key().seal(b"aad", b"hello").expect("sealed");
+        assert_eq!(key().open(b"aad", &sealed), None);
+    }
+
+    #[test]
+    fn given_a_sealed_text_when_a_byte_changes_then_nothing() {
+        let k = key();
+        let mut sealed = k.seal(b"aad", b"hello").expect("sealed");
+        let last = sealed.len() - 1;
+        sealed[last] ^= 1;
+        assert_eq!(k.open(b"aad", &sealed), None);
+    }
+
+    #[test]
+    fn given_bytes_too_short_or_of_another_form_when_opened_then_nothing() {
+        let k = key();
+        assert_eq!(k.open(b"aad", &[]), None);
+        assert_eq!(k.open(b"aad", &[FORM, 1, 2]), None);
+        let mut sealed = k.seal(b"aad", b"hello").expect("sealed");
+        sealed[0] = 2;
+        assert_eq!(k.open(b"aad", &sealed), None);
+    }
+
+    #[test]
+    fn given_the_same_text_sealed_twice_then_the_two_differ() {
+        let k = key();
+        assert_ne!(k.seal(b"a", b"x").ok(), k.seal(b"a", b"x").ok());
+    }
+
+    #[test]
+    fn given_bytes_of_another_length_then_no_key() {
+        assert!(Key::from_bytes(&[0; 31]).is_none());
+        assert!(Key::from_bytes(&[0; 33]).is_none());
+        assert!(Key::from_bytes(&[0; 32]).is_some());
+    }
+}
