@@ -20,6 +20,7 @@ pub mod ids;
 pub mod limits;
 pub mod lookup;
 pub mod message;
+pub mod personal;
 pub mod principal;
 pub mod saga;
 pub mod task;

@@ -15,6 +15,7 @@
 //! another replica destroyed.
 
 pub mod cipher;
+pub mod sealing;
 
 use chrono::Utc;
 use uuid::Uuid;

@@ -1,0 +1,212 @@
+use std::collections::HashMap;
+
+use serde_json::json;
+
+use super::*;
+
+const ALICE: Uuid = Uuid::from_u128(0xA1);
+const CONVERSATION: Uuid = Uuid::from_u128(0xC1);
+
+/// Keys by owner; a removed one is destroyed.
+struct Keys(HashMap<(Scope, Uuid), Key>);
+
+impl Keys {
+    fn new() -> Self {
+        Self(HashMap::new())
+    }
+
+    fn made(&mut self, scope: Scope, id: Uuid) -> Result<Key, String> {
+        Ok(self
+            .0
+            .entry((scope, id))
+            .or_insert_with(|| Key::generate().expect("random"))
+            .clone())
+    }
+
+    fn get(&self, scope: Scope, id: Uuid) -> Option<Key> {
+        self.0.get(&(scope, id)).cloned()
+    }
+}
+
+fn message_place(sequence: i64) -> Place<'static> {
+    Place {
+        event_type: "project_manager.message.added",
+        aggregate_type: "message",
+        aggregate_id: "01a2105c-e5d8-777e-9cc1-f0db33b1e7d0",
+        sequence,
+        conversation_id: Some(CONVERSATION),
+    }
+}
+
+fn message() -> Value {
+    json!({"id": "01a2105c-e5d8-777e-9cc1-f0db33b1e7d0", "actor_id": ALICE,
+           "conversation_id": CONVERSATION, "content": "Alice's secret plan",
+           "external_identity": null, "time": "2026-11-28T10:00:00.000000Z"})
+}
+
+fn sealed_message(keys: &mut Keys) -> Value {
+    let mut payload = message();
+    seal(&message_place(1), &mut payload, |s, id| keys.made(s, id)).expect("sealed");
+    payload
+}
+
+#[test]
+fn given_a_message_when_sealed_then_its_text_is_not_in_the_payload_and_the_rest_is() {
+    let mut keys = Keys::new();
+    let payload = sealed_message(&mut keys);
+    let text = payload.to_string();
+    assert!(!text.contains("secret"), "{text}");
+    assert_eq!(payload["actor_id"], json!(ALICE));
+    assert_eq!(payload["external_identity"], Value::Null, "null stays null");
+    assert_eq!(
+        payload["content"]["keys"],
+        json!([
+            format!("actor:{ALICE}"),
+            format!("conversation:{CONVERSATION}")
+        ])
+    );
+}
+
+#[test]
+fn given_a_sealed_message_when_opened_with_its_keys_then_it_reads_as_written() {
+    let mut keys = Keys::new();
+    let mut payload = sealed_message(&mut keys);
+    let opened = open(&message_place(1), &mut payload, |s, id| keys.get(s, id));
+    assert_eq!(opened, Opened::default());
+    assert_eq!(payload, message());
+}
+
+#[test]
+fn given_its_authors_key_destroyed_when_opened_then_null_and_forgotten() {
+    let mut keys = Keys::new();
+    let mut payload = sealed_message(&mut keys);
+    keys.0.remove(&(Scope::Actor, ALICE));
+    let opened = open(&message_place(1), &mut payload, |s, id| keys.get(s, id));
+    assert_eq!(opened.forgotten, 1);
+    assert_eq!(payload["content"], Value::Null);
+    assert_eq!(payload[FORGOTTEN], json!(true));
+    assert_eq!(
+        payload["actor_id"],
+        json!(ALICE),
+        "the history's shape stays"
+    );
+}
+
+#[test]
+fn given_its_conversations_key_destroyed_when_opened_then_null_and_forgotten() {
+    let mut keys = Keys::new();
+    let mut payload = sealed_message(&mut keys);
+    keys.0.remove(&(Scope::Conversation, CONVERSATION));
+    let opened = open(&message_place(1), &mut payload, |s, id| keys.get(s, id));
+    assert_eq!(opened.forgotten, 1);
+    assert_eq!(payload["content"], Value::Null);
+}
+
+#[test]
+fn given_a_sealed_text_copied_onto_another_event_when_opened_then_null_and_refused() {
+    let mut keys = Keys::new();
+    let sealed = sealed_message(&mut keys);
+    let mut other = message();
+    other["content"] = sealed["content"].clone();
+    let opened = open(&message_place(2), &mut other, |s, id| keys.get(s, id));
+    assert_eq!(
+        opened,
+        Opened {
+            forgotten: 0,
+            refused: 1
+        }
+    );
+    assert_eq!(other["content"], Value::Null);
+    assert!(other.get(FORGOTTEN).is_none(), "refused, not forgotten");
+}
+
+#[test]
+fn given_a_sealed_text_altered_when_opened_then_null_and_refused() {
+    let mut keys = Keys::new();
+    let mut payload = sealed_message(&mut keys);
+    payload["content"]["sealed"] = json!("AAAA");
+    let opened = open(&message_place(1), &mut payload, |s, id| keys.get(s, id));
+    assert_eq!(opened.refused, 1);
+    assert_eq!(payload["content"], Value::Null);
+}
+
+#[test]
+fn given_an_actors_registration_then_its_name_is_sealed_under_its_own_key() {
+    let mut keys = Keys::new();
+    let place = Place {
+        event_type: "project_manager.actor.registered",
+        aggregate_type: "actor",
+        aggregate_id: "00000000-0000-0000-0000-0000000000a1",
+        sequence: 1,
+        conversation_id: None,
+    };
+    let mut payload = json!({"id": ALICE, "kind": "human", "display_name": "Alice",
+                             "external_identity": "github:alice"});
+    seal(&place, &mut payload, |s, id| keys.made(s, id)).expect("sealed");
+    assert!(!payload.to_string().contains("alice") && !payload.to_string().contains("Alice"));
+    assert_eq!(
+        payload["display_name"]["keys"],
+        json!([format!("actor:{ALICE}")])
+    );
+    let mut read = payload.clone();
+    open(&place, &mut read, |s, id| keys.get(s, id));
+    assert_eq!(read["display_name"], json!("Alice"));
+}
+
+#[test]
+fn given_any_json_in_a_tools_arguments_then_it_is_sealed_whole_and_read_back() {
+    let mut keys = Keys::new();
+    let place = Place {
+        event_type: "tool.call",
+        aggregate_type: "tool_call",
+        aggregate_id: "00000000-0000-0000-0000-0000000000b1",
+        sequence: 1,
+        conversation_id: Some(CONVERSATION),
+    };
+    let arguments = json!({"path": "/home/alice", "lines": [1, 2]});
+    let mut payload = json!({"call_id": "c1", "tool_name": "read", "arguments": arguments});
+    seal(&place, &mut payload, |s, id| keys.made(s, id)).expect("sealed");
+    assert!(!payload.to_string().contains("alice"));
+    assert_eq!(payload["tool_name"], json!("read"));
+    open(&place, &mut payload, |s, id| keys.get(s, id));
+    assert_eq!(payload["arguments"], arguments);
+}
+
+#[test]
+fn given_a_conversation_text_without_a_conversation_then_it_is_not_stored() {
+    let place = Place {
+        conversation_id: None,
+        ..message_place(1)
+    };
+    let mut payload = message();
+    let refused = seal(&place, &mut payload, |s, id| Keys::new().made(s, id));
+    assert!(matches!(
+        refused,
+        Err(SealError::NoOwner {
+            what: "conversation",
+            ..
+        })
+    ));
+}
+
+#[test]
+fn given_an_event_without_personal_fields_then_sealing_and_opening_change_nothing() {
+    let place = Place {
+        event_type: "turn.claimed",
+        ..message_place(1)
+    };
+    let original = json!({"turn_id": ALICE, "worker": "w1"});
+    let mut payload = original.clone();
+    seal(&place, &mut payload, |s, id| Keys::new().made(s, id)).expect("nothing to seal");
+    assert_eq!(payload, original);
+    assert_eq!(open(&place, &mut payload, |_, _| None), Opened::default());
+    assert_eq!(payload, original);
+}
+
+#[test]
+fn given_a_payload_written_in_the_clear_when_opened_then_it_reads_as_it_is() {
+    let mut payload = message();
+    let opened = open(&message_place(1), &mut payload, |_, _| None);
+    assert_eq!(opened, Opened::default());
+    assert_eq!(payload, message());
+}
