@@ -392,6 +392,24 @@ async fn the_mcp_worker_works_turns_through_mcp(db: TestDb) {
     )
     .await;
     let cid = ids::conversation_id("example", &thread);
+    // The worker starts once the sagas have queued a turn for each message: a message they
+    // decide only after the first turn was claimed steers (interrupts) that turn instead.
+    let reader = client(&svc, ANALYST).read();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while reader
+        .turns(&TurnQuery::new().conversation_id(cid))
+        .await
+        .expect("turns")
+        .items
+        .len()
+        < 2
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the sagas never queued both turns"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let out = run(
         &svc,
         "mcp_worker",
@@ -402,7 +420,6 @@ async fn the_mcp_worker_works_turns_through_mcp(db: TestDb) {
     .await;
     assert!(out.contains("2 turn(s) worked through MCP"), "{out}");
     assert!(out.contains("of the conversation"), "{out}");
-    let reader = client(&svc, ANALYST).read();
     // The sagas complete a turn a moment after its checkpoint's fact.
     let deadline = Instant::now() + Duration::from_secs(10);
     let turns = loop {

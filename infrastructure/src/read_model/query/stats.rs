@@ -20,6 +20,16 @@ use crate::sql::Dialect;
 /// its percentiles need.
 type Group = (TaskCounts, (u64, BTreeMap<u64, f64>));
 
+/// A task's cycle in seconds on SQLite, where times are RFC 3339 text with microseconds
+/// (`…:SS.ffffffZ`): whole seconds from `unixepoch` of the text up to the seconds, the
+/// microseconds from the text, so none is rounded away. (`unixepoch` of the whole text
+/// rounds a time at `.9995` s or later up to the next second: a cycle within a second of
+/// such a start came out negative and was dropped.)
+const SQLITE_SECONDS: &str = "(unixepoch(substr(last_work_completed_at, 1, 19)) \
+     - unixepoch(substr(first_work_started_at, 1, 19))) \
+     + (CAST(substr(last_work_completed_at, 21, 6) AS integer) \
+     - CAST(substr(first_work_started_at, 21, 6) AS integer)) / 1000000.0";
+
 impl ReadModel {
     pub(super) async fn stats(
         &self,
@@ -45,13 +55,7 @@ impl ReadModel {
                 "CAST(EXTRACT(EPOCH FROM (last_work_completed_at - first_work_started_at)) \
                  AS double precision)"
             }
-            // Times are RFC 3339 text with microseconds (`…:SS.ffffffZ`): whole seconds
-            // from `unixepoch`, the microseconds from the text, so none is rounded away.
-            Dialect::Sqlite => {
-                "(unixepoch(last_work_completed_at) - unixepoch(first_work_started_at)) \
-                 + (CAST(substr(last_work_completed_at, 21, 6) AS integer) \
-                 - CAST(substr(first_work_started_at, 21, 6) AS integer)) / 1000000.0"
-            }
+            Dialect::Sqlite => SQLITE_SECONDS,
         };
         let wanted: Vec<String> = PERCENTILE_TENTHS
             .iter()
@@ -126,5 +130,63 @@ impl ReadModel {
                     .collect(),
             },
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::SQLITE_SECONDS;
+    use crate::db::Args;
+    use crate::Database;
+
+    async fn seconds(db: &Database, from: &str, to: &str) -> f64 {
+        let sql = format!(
+            "SELECT {SQLITE_SECONDS} AS s FROM (SELECT $1 AS first_work_started_at, \
+             $2 AS last_work_completed_at) AS t"
+        );
+        db.fetch_optional(&sql, Args::new().text(from).text(to))
+            .await
+            .expect("computed")
+            .expect("a row")
+            .float("s")
+            .expect("seconds")
+    }
+
+    #[tokio::test]
+    async fn given_cycles_across_second_boundaries_then_sqlite_counts_every_microsecond() {
+        let db = Database::connect("sqlite::memory:", 1, Duration::from_secs(5))
+            .await
+            .expect("an in-memory database");
+        for (from, to, want) in [
+            // A start late in its second: `unixepoch` of the whole text rounded it up.
+            (
+                "2026-11-28T10:00:00.999999Z",
+                "2026-11-28T10:00:01.000100Z",
+                0.000_101,
+            ),
+            (
+                "2026-11-28T10:00:00.999600Z",
+                "2026-11-28T10:00:00.999900Z",
+                0.000_300,
+            ),
+            (
+                "2026-11-28T10:00:00.400000Z",
+                "2026-11-28T10:00:02.600000Z",
+                2.2,
+            ),
+            (
+                "2026-11-28T23:59:59.999999Z",
+                "2026-11-29T00:00:00.000000Z",
+                0.000_001,
+            ),
+        ] {
+            let got = seconds(&db, from, to).await;
+            assert!(
+                (got - want).abs() < 1e-9,
+                "{from} → {to}: {got}, not {want}"
+            );
+        }
     }
 }
