@@ -20,7 +20,7 @@ pub mod sealing;
 use chrono::Utc;
 use uuid::Uuid;
 
-pub use cipher::{Key, NoRandom, KEY_BYTES};
+pub use cipher::{CipherError, Key, KEY_BYTES};
 
 use crate::db::{Args, Tx};
 use crate::Database;
@@ -41,6 +41,13 @@ impl Scope {
             Self::Actor => "actor",
             Self::Conversation => "conversation",
         }
+    }
+
+    /// The scope [`Scope::as_str`] names; `None` for any other text.
+    pub fn parse(text: &str) -> Option<Self> {
+        [Self::Actor, Self::Conversation]
+            .into_iter()
+            .find(|s| s.as_str() == text)
     }
 }
 
@@ -113,9 +120,9 @@ pub enum KeyError {
     /// A stored key does not open with the key that should open it.
     #[error("the {0} key of {1} does not open with the master key it was wrapped with")]
     Damaged(&'static str, Uuid),
-    /// No randomness.
+    /// Nothing could be sealed.
     #[error(transparent)]
-    NoRandom(#[from] NoRandom),
+    Cipher(#[from] CipherError),
     /// The store.
     #[error("keys: {0}")]
     Store(#[from] sqlx::Error),
@@ -146,8 +153,11 @@ impl KeyStore {
         let mut tx = db.begin().await?;
         if matches!(tx, Tx::Postgres(_)) {
             // Replicas starting together decide one after the other.
-            tx.execute("SELECT pg_advisory_xact_lock(1886219371)", Args::new())
-                .await?;
+            tx.execute(
+                "SELECT pg_advisory_xact_lock($1)",
+                Args::new().int(KEYS_OPENING),
+            )
+            .await?;
         }
         let check = tx
             .fetch_optional(
@@ -279,6 +289,10 @@ impl KeyStore {
     }
 }
 
+/// The advisory lock replicas opening the keys take in turn (`pmlk`, beside the log's
+/// `pmlb`).
+const KEYS_OPENING: i64 = 0x706d_6c6b;
+
 const SELECT_KEY: &str = "SELECT material, wrapped FROM pm_keys WHERE scope = $1 AND id = $2";
 
 /// Wraps every key with `master`: those in the clear, and — when `previous` is given — those
@@ -288,17 +302,21 @@ async fn rewrap(
     master: &MasterKey,
     previous: Option<&MasterKey>,
 ) -> Result<(), KeyError> {
-    let rows = tx
-        .fetch_all(
-            "SELECT scope, id, material, wrapped FROM pm_keys WHERE wrapped = $1 OR $2",
-            Args::new().bool(false).bool(previous.is_some()),
-        )
-        .await?;
-    for row in rows {
-        let scope = match row.str("scope")? {
-            "actor" => Scope::Actor,
-            _ => Scope::Conversation,
-        };
+    // Rotating: every key. Otherwise only those stored in the clear.
+    let (sql, args) = match previous {
+        Some(_) => (
+            "SELECT scope, id, material, wrapped FROM pm_keys",
+            Args::new(),
+        ),
+        None => (
+            "SELECT scope, id, material, wrapped FROM pm_keys WHERE wrapped = $1",
+            Args::new().bool(false),
+        ),
+    };
+    for row in tx.fetch_all(sql, args).await? {
+        let scope = Scope::parse(row.str("scope")?).ok_or_else(|| {
+            sqlx::Error::Decode(format!("a key of scope {:?}", row.str("scope")).into())
+        })?;
         let id = row.uuid("id")?;
         let material = row.bytes("material")?;
         let key = match (row.bool("wrapped")?, previous) {

@@ -30,6 +30,11 @@ async fn made(keys: &KeyStore, db: &Database, scope: Scope, id: Uuid) -> [u8; 32
     *key.bytes()
 }
 
+/// The key of `scope` `id` as `keys` reads it: its bytes, or `None` when there is none.
+async fn read(keys: &KeyStore, scope: Scope, id: Uuid) -> Option<[u8; 32]> {
+    keys.key(scope, id).await.expect("read").map(|k| *k.bytes())
+}
+
 /// The stored material of every key.
 async fn materials(db: &Database) -> Vec<Vec<u8>> {
     db.fetch_all("SELECT material FROM pm_keys", Args::new())
@@ -49,14 +54,9 @@ async fn a_key_is_made_once_and_read_back_the_same(db: TestDb) {
     assert_eq!(first, again);
     // A fresh store (another replica, a restart) reads the same from the table.
     let other = store(&db, None).await.expect("opened");
-    let read = other.key(Scope::Actor, alice).await.expect("read");
-    assert_eq!(read.map(|k| *k.bytes()), Some(first));
+    assert_eq!(read(&other, Scope::Actor, alice).await, Some(first));
     assert!(
-        other
-            .key(Scope::Conversation, alice)
-            .await
-            .expect("read")
-            .is_none(),
+        read(&other, Scope::Conversation, alice).await.is_none(),
         "each scope has keys of its own"
     );
 }
@@ -67,10 +67,8 @@ async fn a_destroyed_key_is_gone_for_every_reader(db: TestDb) {
     let other = store(&db, None).await.expect("opened");
     let conversation = Uuid::new_v4();
     made(&keys, &db, Scope::Conversation, conversation).await;
-    assert!(other
-        .key(Scope::Conversation, conversation)
+    assert!(read(&other, Scope::Conversation, conversation)
         .await
-        .expect("read")
         .is_some());
 
     let mut tx = db.begin().await.expect("tx");
@@ -78,17 +76,13 @@ async fn a_destroyed_key_is_gone_for_every_reader(db: TestDb) {
         .await
         .expect("destroyed");
     tx.commit().await.expect("commit");
-    assert!(keys
-        .key(Scope::Conversation, conversation)
+    assert!(read(&keys, Scope::Conversation, conversation)
         .await
-        .expect("read")
         .is_none());
     // Another replica holds it in memory until it evicts it (the `forgotten` fact tells it).
     other.evict(Scope::Conversation, conversation);
-    assert!(other
-        .key(Scope::Conversation, conversation)
+    assert!(read(&other, Scope::Conversation, conversation)
         .await
-        .expect("read")
         .is_none());
     assert!(materials(&db).await.is_empty());
 }
@@ -110,14 +104,7 @@ async fn a_master_key_wraps_every_key_and_is_then_required(db: TestDb) {
         .await
         .iter()
         .any(|m| m.windows(32).any(|w| w == key)));
-    assert_eq!(
-        wrapped
-            .key(Scope::Actor, bob)
-            .await
-            .expect("read")
-            .map(|k| *k.bytes()),
-        Some(key)
-    );
+    assert_eq!(read(&wrapped, Scope::Actor, bob).await, Some(key));
     let carol = Uuid::new_v4();
     let carols = made(&wrapped, &db, Scope::Actor, carol).await;
     assert!(!materials(&db)
@@ -136,14 +123,7 @@ async fn a_master_key_wraps_every_key_and_is_then_required(db: TestDb) {
     let again = store(&db, Some(master(7)))
         .await
         .expect("the same master key opens");
-    assert_eq!(
-        again
-            .key(Scope::Actor, carol)
-            .await
-            .expect("read")
-            .map(|k| *k.bytes()),
-        Some(carols)
-    );
+    assert_eq!(read(&again, Scope::Actor, carol).await, Some(carols));
 }
 
 async fn a_rotation_rewraps_every_key_with_the_new_master_key(db: TestDb) {
@@ -157,14 +137,7 @@ async fn a_rotation_rewraps_every_key_with_the_new_master_key(db: TestDb) {
         .await
         .expect("rotated");
     assert_ne!(materials(&db).await, before, "rewrapped");
-    assert_eq!(
-        rotated
-            .key(Scope::Actor, dave)
-            .await
-            .expect("read")
-            .map(|k| *k.bytes()),
-        Some(key)
-    );
+    assert_eq!(read(&rotated, Scope::Actor, dave).await, Some(key));
     assert!(matches!(
         store(&db, Some(master(1))).await,
         Err(KeyError::MasterKeyWrong)
@@ -172,13 +145,7 @@ async fn a_rotation_rewraps_every_key_with_the_new_master_key(db: TestDb) {
     let new = store(&db, Some(master(2)))
         .await
         .expect("the new one alone opens");
-    assert_eq!(
-        new.key(Scope::Actor, dave)
-            .await
-            .expect("read")
-            .map(|k| *k.bytes()),
-        Some(key)
-    );
+    assert_eq!(read(&new, Scope::Actor, dave).await, Some(key));
 }
 
 async fn a_wrapped_key_moved_to_another_row_does_not_open(db: TestDb) {

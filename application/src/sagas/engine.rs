@@ -25,7 +25,6 @@ use uuid::Uuid;
 
 use super::slots::{Held, Machines, Slots};
 use super::snapshot::SnapshotPolicy;
-use super::written::UNTIMED;
 use super::{NewRune, PlacedCall, SagaStore, SagaWrite};
 use crate::bus::EventMetadata;
 use crate::clock::Clock;
@@ -189,51 +188,50 @@ fn rows(held: &mut BTreeMap<Uuid, Held>, write: &mut SagaWrite) {
             }
         }
         let Some(time) = time else { continue };
-        if let Some(session) = sagas.session_view(UNTIMED) {
-            if written.changed(Instance::Session(*conversation), &session, true) {
-                write.sessions.extend(sagas.session_view(time));
-            }
-        }
+        let session = Instance::Session(*conversation);
+        write
+            .sessions
+            .extend(written.row(session, time, |at| sagas.session_view(at), always));
         for instance in changed {
             match instance {
-                Instance::Agent(id) => {
-                    if let Some(agent) = sagas.agent_view(id, UNTIMED) {
-                        if written.changed(instance, &agent, true) {
-                            write.agents.extend(sagas.agent_view(id, time));
-                        }
-                    }
-                }
-                Instance::Turn(id) => {
-                    if let Some(turn) = sagas.turn_view(id, UNTIMED) {
-                        let open = turn.terminal_rune.is_none();
-                        if written.changed(instance, &turn, open) {
-                            write.turns.extend(sagas.turn_view(id, time));
-                        }
-                    }
-                }
+                Instance::Agent(id) => write.agents.extend(written.row(
+                    instance,
+                    time,
+                    |at| sagas.agent_view(id, at),
+                    always,
+                )),
+                Instance::Turn(id) => write.turns.extend(written.row(
+                    instance,
+                    time,
+                    |at| sagas.turn_view(id, at),
+                    |turn| turn.terminal_rune.is_none(),
+                )),
                 Instance::ToolCall(id) => {
-                    let Some(call) = sagas.tool_call_view(id, UNTIMED) else {
-                        continue;
-                    };
-                    if !written.changed(instance, &call, call.result.is_none()) {
-                        continue;
-                    }
-                    write
-                        .tool_calls
-                        .extend(sagas.tool_call_view(id, time).map(|call| {
-                            PlacedCall {
-                                place: sagas
-                                    .tool_call_place(call.turn_id, &call.call_id)
-                                    .and_then(|p| i64::try_from(p).ok())
-                                    .unwrap_or(i64::MAX),
-                                call,
-                            }
-                        }))
+                    let call = written.row(
+                        instance,
+                        time,
+                        |at| sagas.tool_call_view(id, at),
+                        |call| call.result.is_none(),
+                    );
+                    write.tool_calls.extend(call.map(|call| {
+                        PlacedCall {
+                            place: sagas
+                                .tool_call_place(call.turn_id, &call.call_id)
+                                .and_then(|p| i64::try_from(p).ok())
+                                .unwrap_or(i64::MAX),
+                            call,
+                        }
+                    }));
                 }
                 Instance::Session(_) | Instance::Plan(_) => {}
             }
         }
     }
+}
+
+/// Rows remembered whatever they say (sessions and agents: a conversation has few).
+fn always<T>(_: &T) -> bool {
+    true
 }
 
 /// `<aggregate_type>:<id>:<kind>`: what a deadline's runes are correlated with.

@@ -49,6 +49,25 @@ impl Written {
     }
 }
 
+impl Written {
+    /// The row `view` builds as of `time`, when it differs — times apart — from what was
+    /// last written for `instance` ([`Written::changed`], remembered while `open` says so of
+    /// it); `None` when it does not, or when there is no such row.
+    pub(super) fn row<T: Serialize>(
+        &mut self,
+        instance: Instance,
+        time: DateTime<Utc>,
+        view: impl Fn(DateTime<Utc>) -> Option<T>,
+        open: impl Fn(&T) -> bool,
+    ) -> Option<T> {
+        let untimed = view(UNTIMED)?;
+        let open = open(&untimed);
+        self.changed(instance, &untimed, open)
+            .then(|| view(time))
+            .flatten()
+    }
+}
+
 /// The row's serialized form, hashed as it is written out.
 fn fingerprint<T: Serialize>(row: &T) -> u64 {
     let mut hasher = Hashing(DefaultHasher::new());

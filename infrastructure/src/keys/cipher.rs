@@ -6,7 +6,9 @@
 //! Random nonces are safe far beyond what one actor or conversation ever writes under its
 //! key (NIST SP 800-38D: 2^32 messages per key).
 
-use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM, NONCE_LEN};
+use ring::aead::{
+    Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM, MAX_TAG_LEN as TAG_LEN, NONCE_LEN,
+};
 use ring::rand::{SecureRandom, SystemRandom};
 
 /// Bytes of a key.
@@ -25,19 +27,28 @@ impl std::fmt::Debug for Key {
     }
 }
 
-/// The system's random source failed (it does not, on any platform the service runs on).
+/// Why nothing was sealed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("the system's random source failed")]
-pub struct NoRandom;
+pub enum CipherError {
+    /// The system's random source failed (it does not, on any platform the service runs
+    /// on).
+    #[error("the system's random source failed")]
+    NoRandom,
+    /// More than AES-GCM seals under one nonce (about 64 GiB).
+    #[error("too long to seal")]
+    TooLong,
+}
 
 impl Key {
     /// A new random key.
     ///
     /// # Errors
-    /// [`NoRandom`].
-    pub fn generate() -> Result<Self, NoRandom> {
+    /// [`CipherError::NoRandom`].
+    pub fn generate() -> Result<Self, CipherError> {
         let mut bytes = [0u8; KEY_BYTES];
-        SystemRandom::new().fill(&mut bytes).map_err(|_| NoRandom)?;
+        SystemRandom::new()
+            .fill(&mut bytes)
+            .map_err(|_| CipherError::NoRandom)?;
         Ok(Self(bytes))
     }
 
@@ -58,25 +69,30 @@ impl Key {
         )
     }
 
-    /// `plaintext` sealed under this key and bound to `aad`.
+    /// `plaintext` sealed under this key and bound to `aad`, in one allocation: the form
+    /// byte and nonce, the plaintext encrypted where it lies, then the tag.
     ///
     /// # Errors
-    /// [`NoRandom`] when no nonce can be drawn.
-    pub fn seal(&self, aad: &[u8], plaintext: &[u8]) -> Result<Vec<u8>, NoRandom> {
+    /// [`CipherError`].
+    pub fn seal(&self, aad: &[u8], plaintext: &[u8]) -> Result<Vec<u8>, CipherError> {
         let mut nonce = [0u8; NONCE_LEN];
-        SystemRandom::new().fill(&mut nonce).map_err(|_| NoRandom)?;
-        let mut sealed = Vec::with_capacity(1 + NONCE_LEN + plaintext.len() + 16);
+        SystemRandom::new()
+            .fill(&mut nonce)
+            .map_err(|_| CipherError::NoRandom)?;
+        let head = 1 + NONCE_LEN;
+        let mut sealed = Vec::with_capacity(head + plaintext.len() + TAG_LEN);
         sealed.push(FORM);
         sealed.extend_from_slice(&nonce);
-        let mut body = plaintext.to_vec();
-        self.aead()
-            .seal_in_place_append_tag(
+        sealed.extend_from_slice(plaintext);
+        let tag = self
+            .aead()
+            .seal_in_place_separate_tag(
                 Nonce::assume_unique_for_key(nonce),
                 Aad::from(aad),
-                &mut body,
+                &mut sealed[head..],
             )
-            .map_err(|_| NoRandom)?;
-        sealed.extend_from_slice(&body);
+            .map_err(|_| CipherError::TooLong)?;
+        sealed.extend_from_slice(tag.as_ref());
         Ok(sealed)
     }
 

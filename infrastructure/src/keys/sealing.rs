@@ -15,7 +15,7 @@ use pm_domain::personal::{personal_fields, KeyOf};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
-use super::{Key, NoRandom, Scope};
+use super::{CipherError, Key, Scope};
 
 /// The event a payload belongs to.
 #[derive(Debug, Clone, Copy)]
@@ -49,9 +49,9 @@ pub enum SealError {
     /// The key could not be had.
     #[error("{0}")]
     Key(String),
-    /// No randomness.
+    /// Nothing could be sealed.
     #[error(transparent)]
-    NoRandom(#[from] NoRandom),
+    Cipher(#[from] CipherError),
 }
 
 /// What opening a payload found.
@@ -92,7 +92,7 @@ pub fn seal<E: std::fmt::Display>(
             .iter()
             .map(|k| owner(place, fields, *k, personal.field))
             .collect::<Result<Vec<_>, _>>()?;
-        let mut bytes = serde_json::to_vec(value).unwrap_or_default();
+        let mut bytes = value.to_string().into_bytes();
         for (layer, (scope, id)) in owners.iter().enumerate() {
             let k = key(*scope, *id).map_err(|e| SealError::Key(e.to_string()))?;
             bytes = k.seal(&aad(place, personal.field, layer), &bytes)?;
@@ -191,12 +191,7 @@ fn is_sealed(value: &Value) -> bool {
 
 fn parse_owner(name: &str) -> Option<(Scope, Uuid)> {
     let (scope, id) = name.split_once(':')?;
-    let scope = match scope {
-        "actor" => Scope::Actor,
-        "conversation" => Scope::Conversation,
-        _ => return None,
-    };
-    Some((scope, id.parse().ok()?))
+    Some((Scope::parse(scope)?, id.parse().ok()?))
 }
 
 /// The key of `k` for a field of the event at `place`.

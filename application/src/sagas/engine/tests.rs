@@ -868,6 +868,13 @@ async fn given_a_snapshot_that_does_not_read_when_the_conversation_is_loaded_the
 
 mod attempt;
 
+/// The rows the last commit wrote.
+fn last_rows(world: &World) -> Rows {
+    world
+        .store
+        .with(|s| s.rows.last().cloned().unwrap_or_default())
+}
+
 /// The turn queued in `conversation` (its first).
 fn queued_turn(world: &World, conversation: Uuid) -> Uuid {
     world.store.with(|s| {
@@ -886,17 +893,13 @@ async fn given_a_turn_under_way_when_the_person_says_more_then_the_new_turn_and_
 ) {
     let (mut world, a) = World::active().await;
     let first = queued_turn(&world, a);
-    let said = world
-        .store
-        .with(|s| s.rows.last().cloned().unwrap_or_default());
+    let said = last_rows(&world);
     assert_eq!(said.sessions, [a], "the first message changed the session");
 
     let more = vec![world.log.human_says(a)];
     world.apply(more).await;
 
-    let again = world
-        .store
-        .with(|s| s.rows.last().cloned().unwrap_or_default());
+    let again = last_rows(&world);
     assert_eq!(again.turns.len(), 1, "a second turn: {again:?}");
     assert_ne!(again.turns, [first]);
     assert_eq!(again.agents.len(), 1, "its agent queues it");
@@ -926,8 +929,6 @@ async fn given_a_commit_that_failed_when_the_conversation_is_written_again_then_
         .await
         .expect("stored")
         .expect("accepted");
-    let paused = world
-        .store
-        .with(|s| s.rows.last().cloned().unwrap_or_default());
+    let paused = last_rows(&world);
     assert_eq!(paused.sessions, [a]);
 }

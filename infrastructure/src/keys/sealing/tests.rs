@@ -26,6 +26,11 @@ impl Keys {
     fn get(&self, scope: Scope, id: Uuid) -> Option<Key> {
         self.0.get(&(scope, id)).cloned()
     }
+
+    /// Opens `payload` as the message at `sequence`, with the keys left.
+    fn open_message(&self, payload: &mut Value, sequence: i64) -> Opened {
+        open(&message_place(sequence), payload, |s, id| self.get(s, id))
+    }
 }
 
 fn message_place(sequence: i64) -> Place<'static> {
@@ -71,35 +76,27 @@ fn given_a_message_when_sealed_then_its_text_is_not_in_the_payload_and_the_rest_
 fn given_a_sealed_message_when_opened_with_its_keys_then_it_reads_as_written() {
     let mut keys = Keys::new();
     let mut payload = sealed_message(&mut keys);
-    let opened = open(&message_place(1), &mut payload, |s, id| keys.get(s, id));
+    let opened = keys.open_message(&mut payload, 1);
     assert_eq!(opened, Opened::default());
     assert_eq!(payload, message());
 }
 
 #[test]
-fn given_its_authors_key_destroyed_when_opened_then_null_and_forgotten() {
-    let mut keys = Keys::new();
-    let mut payload = sealed_message(&mut keys);
-    keys.0.remove(&(Scope::Actor, ALICE));
-    let opened = open(&message_place(1), &mut payload, |s, id| keys.get(s, id));
-    assert_eq!(opened.forgotten, 1);
-    assert_eq!(payload["content"], Value::Null);
-    assert_eq!(payload[FORGOTTEN], json!(true));
-    assert_eq!(
-        payload["actor_id"],
-        json!(ALICE),
-        "the history's shape stays"
-    );
-}
-
-#[test]
-fn given_its_conversations_key_destroyed_when_opened_then_null_and_forgotten() {
-    let mut keys = Keys::new();
-    let mut payload = sealed_message(&mut keys);
-    keys.0.remove(&(Scope::Conversation, CONVERSATION));
-    let opened = open(&message_place(1), &mut payload, |s, id| keys.get(s, id));
-    assert_eq!(opened.forgotten, 1);
-    assert_eq!(payload["content"], Value::Null);
+fn given_its_authors_or_its_conversations_key_destroyed_when_opened_then_null_and_forgotten() {
+    for destroyed in [(Scope::Actor, ALICE), (Scope::Conversation, CONVERSATION)] {
+        let mut keys = Keys::new();
+        let mut payload = sealed_message(&mut keys);
+        keys.0.remove(&destroyed);
+        let opened = keys.open_message(&mut payload, 1);
+        assert_eq!(opened.forgotten, 1, "{destroyed:?}");
+        assert_eq!(payload["content"], Value::Null);
+        assert_eq!(payload[FORGOTTEN], json!(true));
+        assert_eq!(
+            payload["actor_id"],
+            json!(ALICE),
+            "the history's shape stays"
+        );
+    }
 }
 
 #[test]
@@ -108,7 +105,7 @@ fn given_a_sealed_text_copied_onto_another_event_when_opened_then_null_and_refus
     let sealed = sealed_message(&mut keys);
     let mut other = message();
     other["content"] = sealed["content"].clone();
-    let opened = open(&message_place(2), &mut other, |s, id| keys.get(s, id));
+    let opened = keys.open_message(&mut other, 2);
     assert_eq!(
         opened,
         Opened {
@@ -125,7 +122,7 @@ fn given_a_sealed_text_altered_when_opened_then_null_and_refused() {
     let mut keys = Keys::new();
     let mut payload = sealed_message(&mut keys);
     payload["content"]["sealed"] = json!("AAAA");
-    let opened = open(&message_place(1), &mut payload, |s, id| keys.get(s, id));
+    let opened = keys.open_message(&mut payload, 1);
     assert_eq!(opened.refused, 1);
     assert_eq!(payload["content"], Value::Null);
 }
