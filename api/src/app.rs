@@ -182,13 +182,15 @@ impl Application {
         db.migrate().await?;
         ensure_schema(&db).await.map_err(DbError::Query)?;
         // Refuses to start on keys it could not open (a master key missing or wrong).
-        let _keys = pm_infrastructure::keys::KeyStore::open(
-            &db,
-            master_key,
-            previous_master_key,
-            config.caches().keys,
-        )
-        .await?;
+        let keys = Arc::new(
+            pm_infrastructure::keys::KeyStore::open(
+                &db,
+                master_key,
+                previous_master_key,
+                config.caches().keys,
+            )
+            .await?,
+        );
         // Appends ring `local`; the doorbell task forwards to `readers` (and across
         // replicas on PostgreSQL).
         let (local, local_rx) = tokio::sync::watch::channel(0u64);
@@ -196,7 +198,7 @@ impl Application {
         let caches = config.caches();
         let known = Arc::new(KnownEntities::new(caches.entities));
         // The log's one writer: commands, the sagas and operators' controls append through it.
-        let appender = Appender::new(db.clone(), local);
+        let appender = Appender::new(db.clone(), keys.clone(), local);
         let store = PmStore::new(&db, appender.clone(), caches.aggregates, known.clone());
         let lookup = StoreLookup::new(db.clone(), known);
         let bus = CommandBus::new(
@@ -206,7 +208,7 @@ impl Application {
         );
         let clock: Arc<dyn Clock> = hooks.clock.clone().unwrap_or_else(|| Arc::new(SystemClock));
         let commands = Commands::new(bus, clock.clone());
-        let log = DbLogReader::new(db.clone(), readers_rx);
+        let log = DbLogReader::new(db.clone(), keys, readers_rx);
         let owner = new_replica_id();
         let mut projection = ReadModelProjection::new(db.clone());
         if let Some(switch) = hooks.fail_projection_before_commit {

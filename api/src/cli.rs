@@ -61,8 +61,11 @@ async fn rebuild(config: &Config, name: &str) -> Result<(), Box<dyn std::error::
             .await?;
     db.migrate().await?;
     pm_infrastructure::read_model::rebuild::ensure_schema(&db).await?;
+    let (master, previous) = config.master_keys()?;
+    let keys = pm_infrastructure::keys::KeyStore::open(&db, master, previous, config.caches().keys)
+        .await?;
     let (_doorbell, rx) = tokio::sync::watch::channel(0);
-    let log = pm_infrastructure::log::DbLogReader::new(db.clone(), rx);
+    let log = pm_infrastructure::log::DbLogReader::new(db.clone(), std::sync::Arc::new(keys), rx);
     let report = pm_infrastructure::read_model::rebuild::rebuild(&db, &log, name).await?;
     println!(
         "rebuilt {name}: generation {} from {} events ({} skipped), continuing after position {}",

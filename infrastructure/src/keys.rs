@@ -15,6 +15,7 @@
 //! another replica destroyed.
 
 pub mod cipher;
+mod payloads;
 pub mod sealing;
 
 use chrono::Utc;
@@ -132,7 +133,8 @@ pub enum KeyError {
 pub struct KeyStore {
     db: Database,
     master: Option<MasterKey>,
-    cache: quick_cache::sync::Cache<(Scope, Uuid), Key>,
+    /// Opened keys, and destroyed ones (`None`: destroyed for good).
+    cache: quick_cache::sync::Cache<(Scope, Uuid), Option<Key>>,
 }
 
 impl KeyStore {
@@ -197,11 +199,12 @@ impl KeyStore {
         })
     }
 
-    /// The key of `scope` `id`; `None` when it was never made or was destroyed.
+    /// The key of `scope` `id`: `None` when it was never made, `Some(None)` when it was
+    /// destroyed.
     ///
     /// # Errors
     /// [`KeyError::Damaged`] for a row that does not open; [`KeyError::Store`].
-    pub async fn key(&self, scope: Scope, id: Uuid) -> Result<Option<Key>, KeyError> {
+    pub async fn key(&self, scope: Scope, id: Uuid) -> Result<Option<Option<Key>>, KeyError> {
         if let Some(key) = self.cache.get(&(scope, id)) {
             return Ok(Some(key));
         }
@@ -215,21 +218,54 @@ impl KeyStore {
         Ok(Some(key))
     }
 
-    /// The key of `scope` `id`, made in `tx` if there is none yet (a concurrent maker's
-    /// key wins: the one stored is the one answered).
+    /// The key of `scope` `id`, made (committed at once) if there is none yet; `None` when
+    /// it was destroyed. A concurrent maker's key wins: the one stored is the one answered.
+    /// A key made for an append that then fails is harmless: it seals nothing.
     ///
     /// # Errors
     /// [`KeyError`].
-    pub async fn key_in(&self, tx: &mut Tx, scope: Scope, id: Uuid) -> Result<Key, KeyError> {
+    pub async fn key_made(&self, scope: Scope, id: Uuid) -> Result<Option<Key>, KeyError> {
+        if let Some(key) = self.key(scope, id).await? {
+            return Ok(key);
+        }
+        let (sql, args) = self.insert(scope, id)?;
+        self.db.execute(sql, args).await?;
+        Ok(self.key(scope, id).await?.flatten())
+    }
+
+    /// The key of `scope` `id`, made in `tx` if there is none yet; `None` when it was
+    /// destroyed. For writers that already hold a transaction (on SQLite, its one writer):
+    /// a key made here is kept in memory only once read again after the commit.
+    ///
+    /// # Errors
+    /// [`KeyError`].
+    pub async fn key_in(
+        &self,
+        tx: &mut Tx,
+        scope: Scope,
+        id: Uuid,
+    ) -> Result<Option<Key>, KeyError> {
         if let Some(key) = self.cache.get(&(scope, id)) {
             return Ok(key);
         }
+        let (sql, args) = self.insert(scope, id)?;
+        tx.execute(sql, args).await?;
+        let row = tx
+            .fetch_optional(SELECT_KEY, Args::new().text(scope.as_str()).uuid(id))
+            .await?
+            .ok_or(sqlx::Error::RowNotFound)?;
+        self.decode(scope, id, row.bytes("material")?, row.bool("wrapped")?)
+    }
+
+    /// The statement storing a new key of `scope` `id` unless one (or its tombstone) is
+    /// there.
+    fn insert(&self, scope: Scope, id: Uuid) -> Result<(&'static str, Args), KeyError> {
         let made = Key::generate()?;
         let (material, wrapped) = match &self.master {
             Some(master) => (master.wrap(scope, id, &made)?, true),
             None => (made.bytes().to_vec(), false),
         };
-        tx.execute(
+        Ok((
             "INSERT INTO pm_keys (scope, id, material, wrapped, created_at) \
              VALUES ($1, $2, $3, $4, $5) ON CONFLICT (scope, id) DO NOTHING",
             Args::new()
@@ -238,31 +274,27 @@ impl KeyStore {
                 .bytes(material)
                 .bool(wrapped)
                 .time(&Utc::now()),
-        )
-        .await?;
-        let row = tx
-            .fetch_optional(SELECT_KEY, Args::new().text(scope.as_str()).uuid(id))
-            .await?
-            .ok_or(sqlx::Error::RowNotFound)?;
-        // Cached only once `tx` commits: the caller does that ([`KeyStore::remember`]).
-        self.decode(scope, id, row.bytes("material")?, row.bool("wrapped")?)
+        ))
     }
 
-    /// Keeps `key` of `scope` `id` open in memory (after the transaction that made it
-    /// committed).
-    pub fn remember(&self, scope: Scope, id: Uuid, key: Key) {
-        self.cache.insert((scope, id), key);
-    }
-
-    /// Destroys the key of `scope` `id` in `tx`, and drops it from this replica's memory.
+    /// Destroys the key of `scope` `id` in `tx` — its row keeps no material, a tombstone
+    /// that stops a new key being made for a forgotten party — and drops it from this
+    /// replica's memory.
     ///
     /// # Errors
     /// [`KeyError::Store`].
     pub async fn destroy_in(&self, tx: &mut Tx, scope: Scope, id: Uuid) -> Result<(), KeyError> {
         self.evict(scope, id);
         tx.execute(
-            "DELETE FROM pm_keys WHERE scope = $1 AND id = $2",
-            Args::new().text(scope.as_str()).uuid(id),
+            "INSERT INTO pm_keys (scope, id, material, wrapped, created_at) \
+             VALUES ($1, $2, $3, $4, $5) ON CONFLICT (scope, id) \
+             DO UPDATE SET material = excluded.material, wrapped = excluded.wrapped",
+            Args::new()
+                .text(scope.as_str())
+                .uuid(id)
+                .bytes(Vec::new())
+                .bool(false)
+                .time(&Utc::now()),
         )
         .await?;
         Ok(())
@@ -273,17 +305,24 @@ impl KeyStore {
         self.cache.remove(&(scope, id));
     }
 
+    /// The key a row holds; `None` for a destroyed one (no material).
     fn decode(
         &self,
         scope: Scope,
         id: Uuid,
         material: &[u8],
         wrapped: bool,
-    ) -> Result<Key, KeyError> {
+    ) -> Result<Option<Key>, KeyError> {
         let damaged = || KeyError::Damaged(scope.as_str(), id);
+        if material.is_empty() {
+            return Ok(None);
+        }
         match (wrapped, &self.master) {
-            (false, _) => Key::from_bytes(material).ok_or_else(damaged),
-            (true, Some(master)) => master.unwrap(scope, id, material).ok_or_else(damaged),
+            (false, _) => Key::from_bytes(material).ok_or_else(damaged).map(Some),
+            (true, Some(master)) => master
+                .unwrap(scope, id, material)
+                .ok_or_else(damaged)
+                .map(Some),
             (true, None) => Err(KeyError::MasterKeyMissing),
         }
     }
@@ -319,6 +358,10 @@ async fn rewrap(
         })?;
         let id = row.uuid("id")?;
         let material = row.bytes("material")?;
+        if material.is_empty() {
+            // Destroyed: nothing to wrap.
+            continue;
+        }
         let key = match (row.bool("wrapped")?, previous) {
             (false, _) => Key::from_bytes(material),
             (true, Some(previous)) => previous.unwrap(scope, id, material),

@@ -16,25 +16,30 @@ use std::time::Duration;
 use horizon::{Horizon, Sighting};
 
 use crate::db::{Arg, Args, DbRow};
+use crate::keys::sealing::{self, Place, Unreadable};
+use crate::keys::KeyStore;
 use crate::owners::scope_clause;
 use crate::processor::store::store_error;
 use crate::sql::Dialect;
 use crate::Database;
 
-/// Reads the global log of a [`Database`].
-#[derive(Debug, Clone)]
+/// Reads the global log of a [`Database`], its personal texts opened (`null` and
+/// `"forgotten": true` where a key was destroyed).
+#[derive(Clone)]
 pub struct DbLogReader {
     db: Database,
+    keys: Arc<KeyStore>,
     doorbell: watch::Receiver<u64>,
     /// Shared by the clones: one process's readers move one horizon.
     horizon: Arc<Horizon>,
 }
 
 impl DbLogReader {
-    /// A reader of `db`, woken by `doorbell`.
-    pub fn new(db: Database, doorbell: watch::Receiver<u64>) -> Self {
+    /// A reader of `db` opening personal texts with `keys`, woken by `doorbell`.
+    pub fn new(db: Database, keys: Arc<KeyStore>, doorbell: watch::Receiver<u64>) -> Self {
         Self {
             db,
+            keys,
             doorbell,
             horizon: Arc::default(),
         }
@@ -118,6 +123,29 @@ impl DbLogReader {
             }
             // Everything up to `bound` that passes the filter was read.
             from = bound.max(from);
+        }
+        self.opened(events).await
+    }
+
+    /// `events` with their sealed texts opened.
+    async fn opened(&self, mut events: Vec<LoggedEvent>) -> Result<Vec<LoggedEvent>, AppError> {
+        for event in &mut events {
+            if !sealing::may_be_sealed(&event.event_type, event.payload.text()) {
+                continue;
+            }
+            let mut payload = event.payload.value().clone();
+            let place = Place {
+                event_type: &event.event_type,
+                aggregate_type: &event.aggregate_type,
+                aggregate_id: &event.aggregate_id,
+                sequence: event.sequence,
+                conversation_id: event.conversation_id,
+            };
+            self.keys
+                .open_payload(&place, &mut payload, Unreadable::Null)
+                .await
+                .map_err(key_error)?;
+            event.payload = payload.into();
         }
         Ok(events)
     }
@@ -207,6 +235,14 @@ fn logged(row: &DbRow) -> Result<LoggedEvent, AppError> {
     })
 }
 
+/// What keys that cannot be read mean to a reader: the store away, or a damaged key row.
+pub(crate) fn key_error(e: crate::keys::KeyError) -> AppError {
+    match e {
+        crate::keys::KeyError::Store(e) => store_error(e),
+        other => AppError::Internal(other.to_string()),
+    }
+}
+
 fn corrupt(what: &str, e: impl std::fmt::Display) -> AppError {
     AppError::Internal(format!("corrupt {what} in the event log: {e}"))
 }
@@ -270,7 +306,8 @@ impl LogReader for DbLogReader {
         let (clause, args) = read_clause(Args::new(), after, None, filter, limit);
         let sql = format!("SELECT {COLUMNS} FROM events{clause}");
         let rows = self.db.fetch_all(&sql, args).await.map_err(store_error)?;
-        rows.iter().map(logged).collect()
+        let events = rows.iter().map(logged).collect::<Result<Vec<_>, _>>()?;
+        self.opened(events).await
     }
 
     async fn event_at(&self, position: LogPosition) -> Result<Option<LoggedEvent>, AppError> {
@@ -280,7 +317,10 @@ impl LogReader for DbLogReader {
             .fetch_optional(&sql, Args::new().int(position.0))
             .await
             .map_err(store_error)?;
-        row.as_ref().map(logged).transpose()
+        let Some(event) = row.as_ref().map(logged).transpose()? else {
+            return Ok(None);
+        };
+        Ok(self.opened(vec![event]).await?.pop())
     }
 
     async fn head(&self) -> Result<LogPosition, AppError> {

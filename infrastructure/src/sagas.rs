@@ -63,7 +63,7 @@ impl SagaStore for DbSagaStore {
         conversation_id: Uuid,
         snapshot: Option<i32>,
     ) -> Result<StoredConversation, AppError> {
-        load::conversation(&self.db, conversation_id, snapshot).await
+        load::conversation(&self.db, self.appender.keys(), conversation_id, snapshot).await
     }
 
     fn save_snapshot(

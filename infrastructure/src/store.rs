@@ -35,8 +35,10 @@ use sqlite_es::SqliteEventRepository;
 use uuid::Uuid;
 
 use crate::append::{Appender, NewEvent};
+use crate::keys::sealing::{Place, Unreadable};
 use crate::lookup::KnownEntities;
 use crate::Database;
+use pm_domain::personal::personal_fields;
 
 type StoreResult<T> = Result<T, AggregateError<DomainError>>;
 
@@ -125,7 +127,34 @@ impl PmStore {
             Repository::Sqlite(repo) => repo.get_events::<A>(aggregate_id).await,
         }
         .map_err(|e| AggregateError::DatabaseConnectionError(Box::new(e)))?;
-        serialized.into_iter().map(envelope::<A>).collect()
+        let mut events = Vec::with_capacity(serialized.len());
+        for mut event in serialized {
+            self.open(&mut event).await?;
+            events.push(envelope::<A>(event)?);
+        }
+        Ok(events)
+    }
+
+    /// Opens `event`'s sealed texts for its aggregate's state: one that cannot be read (its
+    /// party forgotten) holds a stand-in, which the aggregate never shows.
+    async fn open(&self, event: &mut SerializedEvent) -> StoreResult<()> {
+        if personal_fields(&event.event_type).is_empty() {
+            return Ok(());
+        }
+        let place = Place {
+            event_type: &event.event_type,
+            aggregate_type: &event.aggregate_type,
+            aggregate_id: &event.aggregate_id,
+            sequence: i64::try_from(event.sequence).unwrap_or(i64::MAX),
+            conversation_id: None,
+        };
+        self.inner
+            .appender
+            .keys()
+            .open_payload(&place, &mut event.payload, Unreadable::StandIn)
+            .await
+            .map_err(|e| AggregateError::DatabaseConnectionError(Box::new(e)))?;
+        Ok(())
     }
 
     async fn load<A: PmAggregate>(

@@ -22,7 +22,11 @@ use uuid::Uuid;
 async fn appender(db: &TestDb) -> (Appender, Database, watch::Receiver<u64>) {
     let database = support::migrated(db, 8).await;
     let (doorbell, rung) = watch::channel(0);
-    (Appender::new(database.clone(), doorbell), database, rung)
+    (
+        Appender::new(database.clone(), support::keys(&database).await, doorbell),
+        database,
+        rung,
+    )
 }
 
 fn row(aggregate_id: &str, sequence: i64) -> NewEvent {
@@ -340,7 +344,13 @@ async fn with_the_database_away_commands_queued_behind_a_batch_fail_with_it() {
     let pool = sqlx::postgres::PgPoolOptions::new()
         .acquire_timeout(timeout)
         .connect_lazy_with(options);
-    let appender = Appender::new(Database::Postgres(pool), watch::channel(0).0);
+    // The keys are never asked for (no personal texts): any store's will do.
+    let keys = Database::connect("sqlite::memory:", 1, timeout)
+        .await
+        .expect("an in-memory store");
+    keys.migrate().await.expect("migrate");
+    let keys = support::keys(&keys).await;
+    let appender = Appender::new(Database::Postgres(pool), keys, watch::channel(0).0);
     let send = |id: String| {
         let appender = appender.clone();
         tokio::spawn(async move {

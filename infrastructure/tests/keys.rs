@@ -22,22 +22,24 @@ async fn store(db: &Database, master: Option<MasterKey>) -> Result<KeyStore, Key
 }
 
 /// A key made (and committed) for `scope` `id`.
-async fn made(keys: &KeyStore, db: &Database, scope: Scope, id: Uuid) -> [u8; 32] {
-    let mut tx = db.begin().await.expect("tx");
-    let key = keys.key_in(&mut tx, scope, id).await.expect("made");
-    tx.commit().await.expect("commit");
-    keys.remember(scope, id, key.clone());
-    *key.bytes()
+async fn made(keys: &KeyStore, scope: Scope, id: Uuid) -> [u8; 32] {
+    let key = keys.key_made(scope, id).await.expect("made");
+    *key.expect("not destroyed").bytes()
 }
 
-/// The key of `scope` `id` as `keys` reads it: its bytes, or `None` when there is none.
+/// The key of `scope` `id` as `keys` reads it: its bytes, or `None` when there is none
+/// (never made, or destroyed).
 async fn read(keys: &KeyStore, scope: Scope, id: Uuid) -> Option<[u8; 32]> {
-    keys.key(scope, id).await.expect("read").map(|k| *k.bytes())
+    keys.key(scope, id)
+        .await
+        .expect("read")
+        .flatten()
+        .map(|k| *k.bytes())
 }
 
-/// The stored material of every key.
+/// The stored material of every key (a destroyed key's tombstone has none).
 async fn materials(db: &Database) -> Vec<Vec<u8>> {
-    db.fetch_all("SELECT material FROM pm_keys", Args::new())
+    db.fetch_all("SELECT material FROM pm_keys ORDER BY id", Args::new())
         .await
         .expect("read")
         .iter()
@@ -49,9 +51,17 @@ async fn a_key_is_made_once_and_read_back_the_same(db: TestDb) {
     let db = support::migrated(&db, 4).await;
     let keys = store(&db, None).await.expect("opened");
     let alice = Uuid::new_v4();
-    let first = made(&keys, &db, Scope::Actor, alice).await;
-    let again = made(&keys, &db, Scope::Actor, alice).await;
+    let first = made(&keys, Scope::Actor, alice).await;
+    let again = made(&keys, Scope::Actor, alice).await;
     assert_eq!(first, again);
+    // Made in a transaction (a saga's write) it is the same key too.
+    let mut tx = db.begin().await.expect("tx");
+    let within = keys
+        .key_in(&mut tx, Scope::Actor, alice)
+        .await
+        .expect("read");
+    tx.commit().await.expect("commit");
+    assert_eq!(within.map(|k| *k.bytes()), Some(first));
     // A fresh store (another replica, a restart) reads the same from the table.
     let other = store(&db, None).await.expect("opened");
     assert_eq!(read(&other, Scope::Actor, alice).await, Some(first));
@@ -66,7 +76,7 @@ async fn a_destroyed_key_is_gone_for_every_reader(db: TestDb) {
     let keys = store(&db, None).await.expect("opened");
     let other = store(&db, None).await.expect("opened");
     let conversation = Uuid::new_v4();
-    made(&keys, &db, Scope::Conversation, conversation).await;
+    made(&keys, Scope::Conversation, conversation).await;
     assert!(read(&other, Scope::Conversation, conversation)
         .await
         .is_some());
@@ -84,14 +94,30 @@ async fn a_destroyed_key_is_gone_for_every_reader(db: TestDb) {
     assert!(read(&other, Scope::Conversation, conversation)
         .await
         .is_none());
-    assert!(materials(&db).await.is_empty());
+    assert_eq!(materials(&db).await, [Vec::<u8>::new()], "a tombstone");
+    // A forgotten party never gets a key again: its texts are not written.
+    assert!(keys
+        .key_made(Scope::Conversation, conversation)
+        .await
+        .expect("read")
+        .is_none());
+    let mut tx = db.begin().await.expect("tx");
+    let within = keys
+        .key_in(&mut tx, Scope::Conversation, conversation)
+        .await
+        .expect("read");
+    tx.commit().await.expect("commit");
+    assert!(within.is_none());
+    // A master key set later leaves the tombstone as it is.
+    store(&db, Some(master(9))).await.expect("opened");
+    assert_eq!(materials(&db).await, [Vec::<u8>::new()]);
 }
 
 async fn a_master_key_wraps_every_key_and_is_then_required(db: TestDb) {
     let db = support::migrated(&db, 4).await;
     let clear = store(&db, None).await.expect("opened");
     let bob = Uuid::new_v4();
-    let key = made(&clear, &db, Scope::Actor, bob).await;
+    let key = made(&clear, Scope::Actor, bob).await;
     assert_eq!(
         materials(&db).await,
         [key.to_vec()],
@@ -106,7 +132,7 @@ async fn a_master_key_wraps_every_key_and_is_then_required(db: TestDb) {
         .any(|m| m.windows(32).any(|w| w == key)));
     assert_eq!(read(&wrapped, Scope::Actor, bob).await, Some(key));
     let carol = Uuid::new_v4();
-    let carols = made(&wrapped, &db, Scope::Actor, carol).await;
+    let carols = made(&wrapped, Scope::Actor, carol).await;
     assert!(!materials(&db)
         .await
         .iter()
@@ -130,7 +156,7 @@ async fn a_rotation_rewraps_every_key_with_the_new_master_key(db: TestDb) {
     let db = support::migrated(&db, 4).await;
     let old = store(&db, Some(master(1))).await.expect("opened");
     let dave = Uuid::new_v4();
-    let key = made(&old, &db, Scope::Actor, dave).await;
+    let key = made(&old, Scope::Actor, dave).await;
     let before = materials(&db).await;
 
     let rotated = KeyStore::open(&db, Some(master(2)), Some(master(1)), 64)
@@ -152,8 +178,8 @@ async fn a_wrapped_key_moved_to_another_row_does_not_open(db: TestDb) {
     let db = support::migrated(&db, 4).await;
     let keys = store(&db, Some(master(3))).await.expect("opened");
     let (erin, frank) = (Uuid::new_v4(), Uuid::new_v4());
-    made(&keys, &db, Scope::Actor, erin).await;
-    made(&keys, &db, Scope::Actor, frank).await;
+    made(&keys, Scope::Actor, erin).await;
+    made(&keys, Scope::Actor, frank).await;
     // Frank's row given Erin's wrapped key.
     let erins = db
         .fetch_optional(

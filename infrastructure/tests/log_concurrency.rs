@@ -140,9 +140,10 @@ async fn every_reader_sees_every_committed_event_once_in_order(db: TestDb) {
     });
     let database = support::migrated(&db, (shape.appenders + shape.readers + 2) as u32).await;
     let done = Arc::new(AtomicBool::new(false));
+    let keys = support::keys(&database).await;
     let readers: Vec<_> = (0..shape.readers)
         .map(|_| {
-            let reader = DbLogReader::new(database.clone(), watch::channel(0).1);
+            let reader = DbLogReader::new(database.clone(), keys.clone(), watch::channel(0).1);
             tokio::spawn(follow(reader, done.clone()))
         })
         .collect();

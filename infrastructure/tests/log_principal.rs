@@ -34,7 +34,7 @@ struct Service {
 async fn service(db: &TestDb) -> Service {
     let database = support::migrated(db, 4).await;
     let (doorbell, rung) = watch::channel(0);
-    let appender = Appender::new(database.clone(), doorbell);
+    let appender = Appender::new(database.clone(), support::keys(&database).await, doorbell);
     let known = Arc::new(KnownEntities::new(1_000));
     let store = PmStore::new(&database, appender.clone(), 1_000, known.clone());
     let lookup = StoreLookup::new(database.clone(), known);
@@ -42,7 +42,7 @@ async fn service(db: &TestDb) -> Service {
     Service {
         commands: Commands::new(bus, Arc::new(SystemClock)),
         appender,
-        log: DbLogReader::new(database.clone(), rung),
+        log: DbLogReader::new(database.clone(), support::keys(&database).await, rung),
         db: database,
     }
 }

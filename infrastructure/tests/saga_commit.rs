@@ -28,7 +28,7 @@ use uuid::Uuid;
 async fn store(db: &TestDb) -> (DbSagaStore, Database) {
     let database = support::migrated(db, 8).await;
     let (doorbell, _) = watch::channel(0);
-    let appender = Appender::new(database.clone(), doorbell);
+    let appender = Appender::new(database.clone(), support::keys(&database).await, doorbell);
     (DbSagaStore::new(database.clone(), appender), database)
 }
 

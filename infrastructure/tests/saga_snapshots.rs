@@ -21,7 +21,8 @@ use uuid::Uuid;
 async fn store(db: &TestDb) -> DbSagaStore {
     let database = support::migrated(db, 4).await;
     let (doorbell, _) = watch::channel(0);
-    DbSagaStore::new(database.clone(), Appender::new(database, doorbell))
+    let keys = support::keys(&database).await;
+    DbSagaStore::new(database.clone(), Appender::new(database, keys, doorbell))
 }
 
 /// Commits `count` runes of `conversation`'s session stream from `sequence` + 1, at

@@ -28,7 +28,7 @@ use uuid::Uuid;
 async fn stores(db: &TestDb) -> (DbSagaStore, SagaReads, Database) {
     let database = support::migrated(db, 4).await;
     let (doorbell, _) = watch::channel(0);
-    let appender = Appender::new(database.clone(), doorbell);
+    let appender = Appender::new(database.clone(), support::keys(&database).await, doorbell);
     (
         DbSagaStore::new(database.clone(), appender),
         SagaReads::new(database.clone()),

@@ -49,6 +49,12 @@ pub enum SealError {
     /// The key could not be had.
     #[error("{0}")]
     Key(String),
+    /// The key store could not give it.
+    #[error(transparent)]
+    Store(#[from] super::KeyError),
+    /// The payload is not JSON.
+    #[error("the payload of {0} is not JSON: {1}")]
+    Payload(String, String),
     /// Nothing could be sealed.
     #[error(transparent)]
     Cipher(#[from] CipherError),
@@ -68,18 +74,80 @@ const KEYS: &str = "keys";
 /// The mark of a payload some of whose texts were forgotten.
 pub const FORGOTTEN: &str = "forgotten";
 
-/// Seals the personal fields of `payload` (an event at `place`) under the keys `key` gives.
+/// Every key sealing `payload` (an event at `place`) takes, each once: what the writer
+/// fetches (or makes) before [`seal`].
+///
+/// # Errors
+/// [`SealError::NoOwner`]: the payload must not be stored.
+pub fn keys_to_seal(place: &Place<'_>, payload: &Value) -> Result<Vec<(Scope, Uuid)>, SealError> {
+    let mut keys = Vec::new();
+    let Value::Object(fields) = payload else {
+        return Ok(keys);
+    };
+    for personal in personal_fields(place.event_type) {
+        if fields
+            .get(personal.field)
+            .is_none_or(|v| v.is_null() || is_sealed(v))
+        {
+            continue;
+        }
+        for k in personal.keys {
+            let owner = owner(place, fields, *k, personal.field)?;
+            if !keys.contains(&owner) {
+                keys.push(owner);
+            }
+        }
+    }
+    Ok(keys)
+}
+
+/// Every key opening `payload` (of `event_type`) takes, each once: what a reader fetches
+/// before [`open`]. Empty for a payload with nothing sealed.
+pub fn keys_to_open(event_type: &str, payload: &Value) -> Vec<(Scope, Uuid)> {
+    let mut keys = Vec::new();
+    let Value::Object(fields) = payload else {
+        return keys;
+    };
+    for personal in personal_fields(event_type) {
+        let names = fields
+            .get(personal.field)
+            .filter(|v| is_sealed(v))
+            .and_then(|v| v.get(KEYS))
+            .and_then(Value::as_array);
+        for owner in names
+            .into_iter()
+            .flatten()
+            .filter_map(|n| n.as_str().and_then(parse_owner))
+        {
+            if !keys.contains(&owner) {
+                keys.push(owner);
+            }
+        }
+    }
+    keys
+}
+
+/// Whether the stored text of a payload of `event_type` may hold a sealed field: the
+/// readers' test before they parse it.
+pub fn may_be_sealed(event_type: &str, text: &str) -> bool {
+    !personal_fields(event_type).is_empty() && text.contains("\"sealed\"")
+}
+
+/// Seals the personal fields of `payload` (an event at `place`) under the keys `key` gives
+/// (`None`: destroyed — the party was forgotten, so the field is stored as `null` and the
+/// payload marked forgotten: a forgotten party's texts are never written again).
 ///
 /// # Errors
 /// [`SealError`]: the payload must not be stored.
 pub fn seal<E: std::fmt::Display>(
     place: &Place<'_>,
     payload: &mut Value,
-    mut key: impl FnMut(Scope, Uuid) -> Result<Key, E>,
+    mut key: impl FnMut(Scope, Uuid) -> Result<Option<Key>, E>,
 ) -> Result<(), SealError> {
     let Value::Object(fields) = payload else {
         return Ok(());
     };
+    let mut forgotten = false;
     for personal in personal_fields(place.event_type) {
         let Some(value) = fields.get(personal.field) else {
             continue;
@@ -92,9 +160,20 @@ pub fn seal<E: std::fmt::Display>(
             .iter()
             .map(|k| owner(place, fields, *k, personal.field))
             .collect::<Result<Vec<_>, _>>()?;
+        let mut keys = Vec::with_capacity(owners.len());
+        for (scope, id) in &owners {
+            match key(*scope, *id).map_err(|e| SealError::Key(e.to_string()))? {
+                Some(k) => keys.push(k),
+                None => break,
+            }
+        }
+        if keys.len() < owners.len() {
+            forgotten = true;
+            fields.insert(personal.field.into(), Value::Null);
+            continue;
+        }
         let mut bytes = value.to_string().into_bytes();
-        for (layer, (scope, id)) in owners.iter().enumerate() {
-            let k = key(*scope, *id).map_err(|e| SealError::Key(e.to_string()))?;
+        for (layer, k) in keys.iter().enumerate() {
             bytes = k.seal(&aad(place, personal.field, layer), &bytes)?;
         }
         let names = owners
@@ -109,24 +188,53 @@ pub fn seal<E: std::fmt::Display>(
         sealed.insert(KEYS.into(), Value::Array(names));
         fields.insert(personal.field.into(), Value::Object(sealed));
     }
+    if forgotten {
+        fields.insert(FORGOTTEN.into(), Value::Bool(true));
+    }
     Ok(())
 }
 
+/// What a reader makes of a text it cannot read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unreadable {
+    /// `null`, the payload marked `"forgotten": true` when a key was destroyed: what every
+    /// reader of the log shows.
+    Null,
+    /// [`STAND_IN`], and no mark: what a state is folded from (an aggregate, a saga, a
+    /// lookup), whose types hold a text where the history had one.
+    StandIn,
+}
+
+/// The text an unreadable field holds in a folded state ([`Unreadable::StandIn`]).
+pub const STAND_IN: &str = "[forgotten]";
+
 /// Opens the sealed fields of `payload` (an event at `place`) with the keys `key` has
-/// (`None`: destroyed). A field that cannot be opened reads `null`; see [`Opened`].
+/// (`None`: destroyed). A field that cannot be opened reads as `unreadable` says; see
+/// [`Opened`].
 pub fn open(
     place: &Place<'_>,
     payload: &mut Value,
     mut key: impl FnMut(Scope, Uuid) -> Option<Key>,
+    unreadable: Unreadable,
 ) -> Opened {
     let mut opened = Opened::default();
     let Value::Object(fields) = payload else {
         return opened;
     };
+    // Written after forgetting: its fields were stored as `null`.
+    let written_forgotten = fields.get(FORGOTTEN) == Some(&Value::Bool(true));
+    let stand_in = || match unreadable {
+        Unreadable::Null => Value::Null,
+        Unreadable::StandIn => Value::String(STAND_IN.into()),
+    };
     for personal in personal_fields(place.event_type) {
         let Some(value) = fields.get_mut(personal.field) else {
             continue;
         };
+        if value.is_null() && written_forgotten {
+            *value = stand_in();
+            continue;
+        }
         if !is_sealed(value) {
             continue;
         }
@@ -134,18 +242,42 @@ pub fn open(
             Ok(plain) => plain,
             Err(Unopened::Forgotten) => {
                 opened.forgotten += 1;
-                Value::Null
+                stand_in()
             }
             Err(Unopened::Refused) => {
                 opened.refused += 1;
-                Value::Null
+                stand_in()
             }
         };
     }
-    if opened.forgotten > 0 {
-        fields.insert(FORGOTTEN.into(), Value::Bool(true));
+    match unreadable {
+        Unreadable::Null if opened.forgotten > 0 => {
+            fields.insert(FORGOTTEN.into(), Value::Bool(true));
+        }
+        Unreadable::Null => {}
+        Unreadable::StandIn => {
+            fields.remove(FORGOTTEN);
+        }
     }
     opened
+}
+
+/// `payload` (of `event_type`) with every sealed field replaced by [`STAND_IN`] and no
+/// mark, without opening anything: for a reader that needs only the history's shape (ids,
+/// kinds) of a fact.
+pub fn shape_only(event_type: &str, payload: &mut Value) {
+    open(
+        &Place {
+            event_type,
+            aggregate_type: "",
+            aggregate_id: "",
+            sequence: 0,
+            conversation_id: None,
+        },
+        payload,
+        |_, _| None,
+        Unreadable::StandIn,
+    );
 }
 
 enum Unopened {

@@ -5,14 +5,18 @@ use chrono::{DateTime, Utc};
 use pm_application::log::LogPosition;
 use pm_application::sagas::{StoredConversation, StoredRune, StoredSnapshot, SAGA_ROLE};
 use pm_application::AppError;
-use pm_domain::actor::ActorRegistered;
 use pm_domain::saga::{Deadline, Recorded};
 use pm_domain::types::ActorKind;
 use uuid::Uuid;
 
 use super::table::decode;
 use super::tables::{ArmedDeadline, DEADLINES};
+use std::borrow::Cow;
+
 use crate::db::{Args, DbRow};
+use crate::keys::sealing::{self, Place, Unreadable};
+use crate::keys::KeyStore;
+use crate::log::key_error;
 use crate::processor::store::store_error;
 use crate::Database;
 
@@ -31,6 +35,7 @@ fn corrupt(what: &str, e: impl std::fmt::Display) -> AppError {
 /// commit on it a conflict (reloaded) — never the reverse.
 pub async fn conversation(
     db: &Database,
+    keys: &KeyStore,
     conversation_id: Uuid,
     snapshot: Option<i32>,
 ) -> Result<StoredConversation, AppError> {
@@ -71,7 +76,10 @@ pub async fn conversation(
         .fetch_all(&sql, Args::new().uuid(conversation_id).int(after))
         .await
         .map_err(store_error)?;
-    let mut runes = rows.iter().map(rune).collect::<Result<Vec<_>, _>>()?;
+    let mut runes = Vec::with_capacity(rows.len());
+    for row in &rows {
+        runes.push(rune(keys, row, conversation_id).await?);
+    }
     runes.sort_unstable_by_key(|r| r.position);
     Ok(StoredConversation {
         version,
@@ -128,16 +136,31 @@ pub async fn save_snapshot(
     Ok(())
 }
 
-fn rune(row: &DbRow) -> Result<StoredRune, AppError> {
+/// A stored rune, its sealed texts opened for the machines' state (a forgotten one holds a
+/// stand-in).
+async fn rune(keys: &KeyStore, row: &DbRow, conversation_id: Uuid) -> Result<StoredRune, AppError> {
     let aggregate_type = row.str("aggregate_type").map_err(store_error)?;
-    let id: Uuid = row
-        .str("aggregate_id")
-        .map_err(store_error)?
-        .parse()
-        .map_err(|e| corrupt("rune id", e))?;
+    let aggregate_id = row.str("aggregate_id").map_err(store_error)?;
+    let id: Uuid = aggregate_id.parse().map_err(|e| corrupt("rune id", e))?;
     let event_type = row.str("event_type").map_err(store_error)?;
-    let payload = row.str("payload").map_err(store_error)?;
-    let recorded = Recorded::from_stored(aggregate_type, id, event_type, payload)
+    let sequence = row.int("sequence").map_err(store_error)?;
+    let mut payload = Cow::Borrowed(row.str("payload").map_err(store_error)?);
+    if sealing::may_be_sealed(event_type, &payload) {
+        let mut value: serde_json::Value =
+            serde_json::from_str(&payload).map_err(|e| corrupt("rune", e))?;
+        let place = Place {
+            event_type,
+            aggregate_type,
+            aggregate_id,
+            sequence,
+            conversation_id: Some(conversation_id),
+        };
+        keys.open_payload(&place, &mut value, Unreadable::StandIn)
+            .await
+            .map_err(key_error)?;
+        payload = Cow::Owned(value.to_string());
+    }
+    let recorded = Recorded::from_stored(aggregate_type, id, event_type, &payload)
         .map_err(|e| corrupt("rune", e))?;
     // The sagas' runes caused by a fact name its log position as their causation.
     let cause = row
@@ -146,7 +169,7 @@ fn rune(row: &DbRow) -> Result<StoredRune, AppError> {
         .and_then(|c| c.parse::<i64>().ok());
     Ok(StoredRune {
         recorded,
-        sequence: row.int("sequence").map_err(store_error)?,
+        sequence,
         cause,
         position: LogPosition(row.int("global_position").map_err(store_error)?),
     })
@@ -163,7 +186,12 @@ pub async fn actor_kind(db: &Database, actor_id: Uuid) -> Result<Option<ActorKin
         .await
         .map_err(store_error)?;
     let Some(row) = row else { return Ok(None) };
-    let fact: ActorRegistered = serde_json::from_str(&row.string("payload").map_err(store_error)?)
+    // The kind alone: the rest of the fact (its sealed name) is not needed.
+    #[derive(serde::Deserialize)]
+    struct Kind {
+        kind: ActorKind,
+    }
+    let fact: Kind = serde_json::from_str(&row.string("payload").map_err(store_error)?)
         .map_err(|e| corrupt("actor", e))?;
     Ok(Some(fact.kind))
 }

@@ -28,3 +28,12 @@ pub async fn processor_row(database: &Database, name: &str) {
         .await
         .expect("the processor's row");
 }
+
+/// The keys of personal data of `database` (no master key).
+pub async fn keys(database: &Database) -> std::sync::Arc<pm_infrastructure::keys::KeyStore> {
+    std::sync::Arc::new(
+        pm_infrastructure::keys::KeyStore::open(database, None, None, 1024)
+            .await
+            .expect("the keys"),
+    )
+}

@@ -39,6 +39,7 @@ mod rebuild;
 mod relay;
 mod saga_deadlines;
 mod sagas;
+mod sealed;
 mod sessions;
 mod speak_for;
 mod sse;

@@ -15,12 +15,13 @@ impl Keys {
         Self(HashMap::new())
     }
 
-    fn made(&mut self, scope: Scope, id: Uuid) -> Result<Key, String> {
-        Ok(self
-            .0
-            .entry((scope, id))
-            .or_insert_with(|| Key::generate().expect("random"))
-            .clone())
+    fn made(&mut self, scope: Scope, id: Uuid) -> Result<Option<Key>, String> {
+        Ok(Some(
+            self.0
+                .entry((scope, id))
+                .or_insert_with(|| Key::generate().expect("random"))
+                .clone(),
+        ))
     }
 
     fn get(&self, scope: Scope, id: Uuid) -> Option<Key> {
@@ -29,7 +30,12 @@ impl Keys {
 
     /// Opens `payload` as the message at `sequence`, with the keys left.
     fn open_message(&self, payload: &mut Value, sequence: i64) -> Opened {
-        open(&message_place(sequence), payload, |s, id| self.get(s, id))
+        open(
+            &message_place(sequence),
+            payload,
+            |s, id| self.get(s, id),
+            Unreadable::Null,
+        )
     }
 }
 
@@ -146,7 +152,7 @@ fn given_an_actors_registration_then_its_name_is_sealed_under_its_own_key() {
         json!([format!("actor:{ALICE}")])
     );
     let mut read = payload.clone();
-    open(&place, &mut read, |s, id| keys.get(s, id));
+    open(&place, &mut read, |s, id| keys.get(s, id), Unreadable::Null);
     assert_eq!(read["display_name"], json!("Alice"));
 }
 
@@ -165,7 +171,12 @@ fn given_any_json_in_a_tools_arguments_then_it_is_sealed_whole_and_read_back() {
     seal(&place, &mut payload, |s, id| keys.made(s, id)).expect("sealed");
     assert!(!payload.to_string().contains("alice"));
     assert_eq!(payload["tool_name"], json!("read"));
-    open(&place, &mut payload, |s, id| keys.get(s, id));
+    open(
+        &place,
+        &mut payload,
+        |s, id| keys.get(s, id),
+        Unreadable::Null,
+    );
     assert_eq!(payload["arguments"], arguments);
 }
 
@@ -196,14 +207,112 @@ fn given_an_event_without_personal_fields_then_sealing_and_opening_change_nothin
     let mut payload = original.clone();
     seal(&place, &mut payload, |s, id| Keys::new().made(s, id)).expect("nothing to seal");
     assert_eq!(payload, original);
-    assert_eq!(open(&place, &mut payload, |_, _| None), Opened::default());
+    assert_eq!(
+        open(&place, &mut payload, |_, _| None, Unreadable::Null),
+        Opened::default()
+    );
     assert_eq!(payload, original);
 }
 
 #[test]
 fn given_a_payload_written_in_the_clear_when_opened_then_it_reads_as_it_is() {
     let mut payload = message();
-    let opened = open(&message_place(1), &mut payload, |_, _| None);
+    let opened = open(
+        &message_place(1),
+        &mut payload,
+        |_, _| None,
+        Unreadable::Null,
+    );
     assert_eq!(opened, Opened::default());
     assert_eq!(payload, message());
+}
+
+#[test]
+fn given_a_message_then_sealing_takes_its_authors_and_its_conversations_keys_and_opening_the_same()
+{
+    let mut keys = Keys::new();
+    let wanted = vec![(Scope::Actor, ALICE), (Scope::Conversation, CONVERSATION)];
+    assert_eq!(
+        keys_to_seal(&message_place(1), &message()).expect("owners"),
+        wanted
+    );
+    let sealed = sealed_message(&mut keys);
+    assert_eq!(
+        keys_to_open("project_manager.message.added", &sealed),
+        wanted
+    );
+    assert!(
+        keys_to_open("project_manager.message.added", &message()).is_empty(),
+        "nothing sealed, nothing to fetch"
+    );
+}
+
+#[test]
+fn given_a_sealed_payload_then_may_be_sealed_says_so_and_not_for_other_types_or_clear_text() {
+    let mut keys = Keys::new();
+    let text = sealed_message(&mut keys).to_string();
+    assert!(may_be_sealed("project_manager.message.added", &text));
+    assert!(!may_be_sealed(
+        "project_manager.message.added",
+        &message().to_string()
+    ));
+    assert!(!may_be_sealed("project_manager.task.completed", &text));
+}
+
+#[test]
+fn given_a_destroyed_key_when_sealing_then_the_text_is_stored_as_null_and_marked_forgotten() {
+    let mut payload = message();
+    seal(&message_place(1), &mut payload, |scope, _| {
+        Ok::<_, String>(match scope {
+            Scope::Actor => None,
+            Scope::Conversation => Some(Key::generate().expect("random")),
+        })
+    })
+    .expect("sealed");
+    assert_eq!(payload["content"], Value::Null);
+    assert_eq!(payload[FORGOTTEN], json!(true));
+    assert!(!payload.to_string().contains("secret"));
+}
+
+#[test]
+fn given_an_unreadable_text_when_opened_for_a_state_then_it_holds_the_stand_in_and_no_mark() {
+    let mut keys = Keys::new();
+    let mut payload = sealed_message(&mut keys);
+    keys.0.remove(&(Scope::Actor, ALICE));
+    let opened = open(
+        &message_place(1),
+        &mut payload,
+        |s, id| keys.get(s, id),
+        Unreadable::StandIn,
+    );
+    assert_eq!(opened.forgotten, 1);
+    assert_eq!(payload["content"], json!(STAND_IN));
+    assert!(payload.get(FORGOTTEN).is_none(), "{payload}");
+}
+
+#[test]
+fn given_a_payload_written_after_forgetting_when_opened_for_a_state_then_its_nulls_are_stand_ins() {
+    let mut payload = message();
+    payload["content"] = Value::Null;
+    payload[FORGOTTEN] = json!(true);
+    let mut read = payload.clone();
+    open(&message_place(1), &mut read, |_, _| None, Unreadable::Null);
+    assert_eq!(read, payload, "a reader of the log sees it as stored");
+    open(
+        &message_place(1),
+        &mut payload,
+        |_, _| None,
+        Unreadable::StandIn,
+    );
+    assert_eq!(payload["content"], json!(STAND_IN));
+    assert!(payload.get(FORGOTTEN).is_none());
+}
+
+#[test]
+fn given_a_sealed_payload_when_reduced_to_its_shape_then_texts_are_stand_ins_and_ids_stay() {
+    let mut keys = Keys::new();
+    let mut payload = sealed_message(&mut keys);
+    shape_only("project_manager.message.added", &mut payload);
+    assert_eq!(payload["content"], json!(STAND_IN));
+    assert_eq!(payload["actor_id"], json!(ALICE));
 }

@@ -1,0 +1,258 @@
+//! Personal texts at rest (TRUST.md "Forgetting a person", issue 33): every name, title,
+//! summary, instruction and message is stored in the log sealed under its actor's and
+//! conversation's keys — the `events` table holds none of them — and every reader (the
+//! entities, the event stream, a restart's aggregates) reads them as written. A sealed
+//! text copied onto another event does not open there: it reads `null`, never a 500.
+
+use pm_infrastructure::db::Args;
+use pm_infrastructure::sql::Dialect;
+use pm_infrastructure::Database;
+use pm_tests::{on_both_backends, TestDb, TestService, ADMIN};
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use crate::support::{config, created, events};
+
+/// Texts no other test writes, so finding one in a table can only mean it was stored.
+struct Texts {
+    name: String,
+    title: String,
+    summary: String,
+    instructions: String,
+    content: String,
+    identity: String,
+    other: String,
+}
+
+impl Texts {
+    fn new() -> Self {
+        let tag = Uuid::new_v4().simple().to_string();
+        Self {
+            name: format!("Alice Liddell {tag}"),
+            title: format!("Alice's garden party {tag}"),
+            summary: format!("Alice wants the roses painted {tag}"),
+            instructions: format!("Paint the roses red {tag}"),
+            content: format!("My card number is 4111 {tag}"),
+            identity: format!("github:alice-comment-{tag}"),
+            other: format!("Off with their heads {tag}"),
+        }
+    }
+
+    fn all(&self) -> [&str; 7] {
+        [
+            &self.identity,
+            &self.name,
+            &self.title,
+            &self.summary,
+            &self.instructions,
+            &self.content,
+            &self.other,
+        ]
+    }
+}
+
+/// Ids of what [`write`] made.
+struct Made {
+    actor: String,
+    conversation: String,
+    message: String,
+    other: String,
+}
+
+async fn write(svc: &TestService, t: &Texts) -> Made {
+    let actor = created(
+        &svc.post(
+            Some(ADMIN),
+            "/v1/actors",
+            &json!({"kind": "human", "display_name": t.name}),
+        )
+        .await,
+    );
+    let conversation = created(
+        &svc.post(
+            Some(ADMIN),
+            "/v1/conversations",
+            &json!({"actor_ids": [actor], "title": t.title}),
+        )
+        .await,
+    );
+    let checkpoint = created(
+        &svc.post(
+            Some(ADMIN),
+            &format!("/v1/conversations/{conversation}/checkpoints"),
+            &json!({"checkpoint_type": "BEGIN_WORK", "summary": t.summary}),
+        )
+        .await,
+    );
+    created(
+        &svc.post(
+            Some(ADMIN),
+            &format!("/v1/conversations/{conversation}/tasks"),
+            &json!({"checkpoint_id": checkpoint, "instructions": t.instructions}),
+        )
+        .await,
+    );
+    let path = format!("/v1/conversations/{conversation}/messages");
+    let message = created(&svc.post(Some(ADMIN), &path, &said(&actor, t)).await);
+    let other = created(
+        &svc.post(
+            Some(ADMIN),
+            &path,
+            &json!({"actor_id": actor, "content": t.other}),
+        )
+        .await,
+    );
+    Made {
+        actor,
+        conversation,
+        message,
+        other,
+    }
+}
+
+/// The message of [`Texts::content`], with its external identity.
+fn said(actor: &str, t: &Texts) -> Value {
+    json!({"actor_id": actor, "content": t.content, "external_identity": t.identity})
+}
+
+async fn database(db: &TestDb) -> Database {
+    Database::connect(&db.url, 2, std::time::Duration::from_secs(5))
+        .await
+        .expect("connect")
+}
+
+/// Every payload of the log, as text.
+async fn payloads(db: &Database) -> String {
+    db.fetch_all("SELECT payload FROM events", Args::new())
+        .await
+        .expect("read the log")
+        .iter()
+        .map(|r| r.string("payload").expect("payload"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The `data` of the event of entity `id` in `events`.
+fn data_of<'a>(events: &'a [Value], id: &str) -> &'a Value {
+    &events
+        .iter()
+        .find(|e| e["data"]["id"] == id)
+        .unwrap_or_else(|| panic!("no event of {id}"))["data"]
+}
+
+/// The entities and the event stream show `t` as written.
+async fn reads_as_written(svc: &TestService, made: &Made, t: &Texts) {
+    let seen = events(svc, &format!("conversation_id={}", made.conversation)).await;
+    assert_eq!(data_of(&seen, &made.message)["content"], t.content.as_str());
+    assert_eq!(
+        data_of(&seen, &made.message)["external_identity"],
+        t.identity.as_str()
+    );
+    assert_eq!(
+        data_of(&seen, &made.conversation)["title"],
+        t.title.as_str()
+    );
+    let actor = svc
+        .get(Some(ADMIN), &format!("/v1/actors/{}", made.actor))
+        .await;
+    assert_eq!(
+        actor.json["display_name"],
+        t.name.as_str(),
+        "{}",
+        actor.json
+    );
+}
+
+async fn texts_are_stored_sealed_and_read_as_written(db: TestDb) {
+    let t = Texts::new();
+    let svc = TestService::start_with(config(&db)).await;
+    let made = write(&svc, &t).await;
+    let raw = payloads(&database(&db).await).await;
+    for text in t.all() {
+        assert!(!raw.contains(text), "{text:?} is in the log as written");
+    }
+    assert!(raw.contains("\"sealed\""), "the texts are sealed: {raw}");
+
+    reads_as_written(&svc, &made, &t).await;
+    svc.stop().await;
+
+    // A restart reads them with the stored keys; the aggregates fold them as written: the
+    // same message again (a retried request) is the same message, not a conflict.
+    let svc = TestService::start_with(config(&db)).await;
+    reads_as_written(&svc, &made, &t).await;
+    let again = svc
+        .post(
+            Some(ADMIN),
+            &format!("/v1/conversations/{}/messages", made.conversation),
+            &said(&made.actor, &t),
+        )
+        .await;
+    assert!(again.status < 300, "{} {}", again.status, again.json);
+    assert_eq!(again.json["id"], made.message.as_str());
+    svc.stop().await;
+}
+
+async fn a_sealed_text_copied_onto_another_event_reads_null(db: TestDb) {
+    let t = Texts::new();
+    let svc = TestService::start_with(config(&db)).await;
+    let made = write(&svc, &t).await;
+    let store = database(&db).await;
+    let payload_of = |id: String| {
+        let store = &store;
+        async move {
+            let row = store
+                .fetch_optional(
+                    "SELECT payload FROM events WHERE aggregate_type = 'message' \
+                     AND aggregate_id = $1",
+                    Args::new().text(id),
+                )
+                .await
+                .expect("read")
+                .expect("the message's fact");
+            serde_json::from_str::<Value>(&row.string("payload").expect("payload")).expect("json")
+        }
+    };
+    let mut other = payload_of(made.other.clone()).await;
+    other["content"] = payload_of(made.message.clone()).await["content"].clone();
+    let sql = match store.dialect() {
+        Dialect::Postgres => {
+            "UPDATE events SET payload = CAST($1 AS json) \
+             WHERE aggregate_type = 'message' AND aggregate_id = $2"
+        }
+        Dialect::Sqlite => {
+            "UPDATE events SET payload = $1 WHERE aggregate_type = 'message' AND aggregate_id = $2"
+        }
+    };
+    store
+        .execute(
+            sql,
+            Args::new().text(other.to_string()).text(made.other.clone()),
+        )
+        .await
+        .expect("copied");
+
+    let seen = events(&svc, &format!("conversation_id={}", made.conversation)).await;
+    assert_eq!(data_of(&seen, &made.other)["content"], Value::Null);
+    assert!(
+        data_of(&seen, &made.other).get("forgotten").is_none(),
+        "refused, not forgotten"
+    );
+    assert_eq!(
+        data_of(&seen, &made.message)["content"],
+        t.content.as_str(),
+        "the original still opens where it belongs"
+    );
+    let metrics = svc.get(Some(ADMIN), "/metrics").await.text;
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("pm_sealed_refused_total ")),
+        "{metrics}"
+    );
+    svc.stop().await;
+}
+
+on_both_backends!(
+    texts_are_stored_sealed_and_read_as_written,
+    a_sealed_text_copied_onto_another_event_reads_null,
+);
