@@ -111,6 +111,8 @@ pub struct Application {
     relay: Option<(RelayRunner, Arc<pm_infrastructure::relay::NatsRelay>)>,
     /// The webhooks' dispatcher.
     webhooks: crate::webhooks::WebhookDispatcher,
+    /// The keys of personal data (the pass sealing an older log's texts uses them).
+    keys: Arc<pm_infrastructure::keys::KeyStore>,
 }
 
 /// The process-wide Prometheus recorder (installed once, shared by every application in
@@ -208,7 +210,7 @@ impl Application {
         );
         let clock: Arc<dyn Clock> = hooks.clock.clone().unwrap_or_else(|| Arc::new(SystemClock));
         let commands = Commands::new(bus, clock.clone());
-        let log = DbLogReader::new(db.clone(), keys, readers_rx);
+        let log = DbLogReader::new(db.clone(), keys.clone(), readers_rx);
         let owner = new_replica_id();
         let mut projection = ReadModelProjection::new(db.clone());
         if let Some(switch) = hooks.fail_projection_before_commit {
@@ -375,6 +377,7 @@ impl Application {
             nats,
             relay,
             webhooks,
+            keys,
         })
     }
 
@@ -430,6 +433,7 @@ impl Application {
         let scheduler = tokio::spawn(scheduler.run(token.clone()));
         let (local, readers) = self.doorbell;
         pm_infrastructure::doorbell::spawn(db.clone(), local, readers, token.clone());
+        let old_texts = spawn_sealing_old_texts(db.clone(), self.keys, token.clone());
         let router = routes::router(self.state);
         tracing::info!(addr = %self.addr, store = db.kind(), "project-manager listening");
         let signal_token = token.clone();
@@ -441,6 +445,7 @@ impl Application {
         let served = crate::serve::serve(self.listener, router, self.limits, token.clone()).await;
         token.cancel();
         purge.abort();
+        old_texts.abort();
         upkeep.abort();
         monitor.abort();
         tail.abort();
@@ -567,6 +572,39 @@ fn spawn_idempotency_purge(
                 _ = tick.tick() => {
                     if let Err(e) = store.purge_expired().await {
                         tracing::warn!(error = %e, "could not purge expired idempotency keys");
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// Seals the texts an earlier version wrote in the clear, beside the service (readers open
+/// clear and sealed texts alike); a store error retries it from where it stood.
+fn spawn_sealing_old_texts(
+    db: Database,
+    keys: Arc<pm_infrastructure::keys::KeyStore>,
+    token: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            match pm_infrastructure::keys::old_texts::seal_old_texts(&db, &keys).await {
+                Ok(sealed) => {
+                    if sealed.events > 0 || sealed.left > 0 {
+                        tracing::info!(
+                            sealed = sealed.events,
+                            left_in_the_clear = sealed.left,
+                            done = sealed.done,
+                            "sealed the texts an earlier version wrote in the clear"
+                        );
+                    }
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "sealing older texts failed; retrying");
+                    tokio::select! {
+                        _ = token.cancelled() => break,
+                        _ = tokio::time::sleep(std::time::Duration::from_secs(5)) => {}
                     }
                 }
             }

@@ -216,6 +216,12 @@ pub const CATALOGUE: &[Metric] = &[
         label: None,
     },
     Metric {
+        name: "pm_sealed_refused_total",
+        kind: Kind::Counter,
+        help: "Sealed personal texts that did not open with their keys (moved to another event or altered): read as null.",
+        label: None,
+    },
+    Metric {
         name: "pm_saga_recoveries_total",
         kind: Kind::Counter,
         help: "Saga recoveries: in-flight sessions restarted when this replica took the sagas over.",

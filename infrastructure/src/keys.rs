@@ -15,6 +15,7 @@
 //! another replica destroyed.
 
 pub mod cipher;
+pub mod old_texts;
 mod payloads;
 pub mod sealing;
 

@@ -5,6 +5,8 @@
 //! text copied onto another event does not open there: it reads `null`, never a 500.
 
 use pm_infrastructure::db::Args;
+use pm_infrastructure::keys::sealing::{Place, Unreadable};
+use pm_infrastructure::keys::KeyStore;
 use pm_infrastructure::sql::Dialect;
 use pm_infrastructure::Database;
 use pm_tests::{on_both_backends, TestDb, TestService, ADMIN};
@@ -252,7 +254,99 @@ async fn a_sealed_text_copied_onto_another_event_reads_null(db: TestDb) {
     svc.stop().await;
 }
 
+/// Turns `db`'s log into what a version before sealing wrote: every text in the clear, no
+/// keys, no record of a sealing pass.
+async fn as_an_earlier_version_wrote_it(store: &Database) {
+    let keys = KeyStore::open(store, None, None, 64).await.expect("keys");
+    let rows = store
+        .fetch_all(
+            "SELECT global_position, aggregate_type, aggregate_id, sequence, event_type, \
+             payload FROM events",
+            Args::new(),
+        )
+        .await
+        .expect("read the log");
+    let update = match store.dialect() {
+        Dialect::Postgres => {
+            "UPDATE events SET payload = CAST($1 AS json) WHERE global_position = $2"
+        }
+        Dialect::Sqlite => "UPDATE events SET payload = $1 WHERE global_position = $2",
+    };
+    for row in &rows {
+        let place = Place {
+            event_type: row.str("event_type").expect("type"),
+            aggregate_type: row.str("aggregate_type").expect("type"),
+            aggregate_id: row.str("aggregate_id").expect("id"),
+            sequence: row.int("sequence").expect("sequence"),
+            conversation_id: None,
+        };
+        let mut payload: Value =
+            serde_json::from_str(&row.string("payload").expect("payload")).expect("json");
+        keys.open_payload(&place, &mut payload, Unreadable::Null)
+            .await
+            .expect("opened");
+        let args = Args::new()
+            .text(payload.to_string())
+            .int(row.int("global_position").expect("position"));
+        store.execute(update, args).await.expect("rewritten");
+    }
+    for table in ["pm_keys", "pm_log_sealing"] {
+        store
+            .execute(&format!("DELETE FROM {table}"), Args::new())
+            .await
+            .expect("emptied");
+    }
+}
+
+async fn an_earlier_versions_clear_texts_are_sealed_in_place(db: TestDb) {
+    let t = Texts::new();
+    let svc = TestService::start_with(config(&db)).await;
+    let made = write(&svc, &t).await;
+    svc.stop().await;
+    let store = database(&db).await;
+    as_an_earlier_version_wrote_it(&store).await;
+    let raw = payloads(&store).await;
+    assert!(
+        t.all().iter().all(|text| raw.contains(text)),
+        "in the clear"
+    );
+
+    // Read as written at once (clear texts open as they are), sealed in place meanwhile.
+    let svc = TestService::start_with(config(&db)).await;
+    reads_as_written(&svc, &made, &t).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let raw = payloads(&store).await;
+        let left: Vec<&str> = t.all().into_iter().filter(|x| raw.contains(x)).collect();
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still in the clear: {left:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let pass = store
+        .fetch_optional(
+            "SELECT up_to, sealed_through, finished_at FROM pm_log_sealing",
+            Args::new(),
+        )
+        .await
+        .expect("read")
+        .expect("the pass's row");
+    assert!(pass.int("up_to").expect("up_to") > 0);
+    assert_eq!(pass.int("sealed_through").ok(), pass.int("up_to").ok());
+    reads_as_written(&svc, &made, &t).await;
+    svc.stop().await;
+    // A restart finds the pass done and reads the same.
+    let svc = TestService::start_with(config(&db)).await;
+    reads_as_written(&svc, &made, &t).await;
+    svc.stop().await;
+}
+
 on_both_backends!(
     texts_are_stored_sealed_and_read_as_written,
     a_sealed_text_copied_onto_another_event_reads_null,
+    an_earlier_versions_clear_texts_are_sealed_in_place,
 );
