@@ -5,16 +5,21 @@
 # events/s (GET /v1/admin/processors, `rebuild_detail`).
 #
 #   bench/rebuild.sh                # T=20s C=32
+#   BIN=/path/to/other/build bench/rebuild.sh   # binaries built elsewhere (an A/B)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 C=${C:-32}; T=${T:-20s}
 PG=${PG:-postgres://postgres@127.0.0.1:5432}
 PORT=${PORT:-18092}
-cargo build --release -q -p project-manager --bin project-manager -p pm-bench --bin pm-bench
+BIN=${BIN:-}
+if [ -z "$BIN" ]; then
+  cargo build --release -q -p project-manager --bin project-manager -p pm-bench --bin pm-bench
+  BIN=target/release
+fi
 psql -q "$PG/postgres" -c "DROP DATABASE IF EXISTS pm_bench_rebuild" -c "CREATE DATABASE pm_bench_rebuild"
-DATABASE_URL="$PG/pm_bench_rebuild" PM_BIND="127.0.0.1:$PORT" RUST_LOG=warn target/release/project-manager & pid=$!
+DATABASE_URL="$PG/pm_bench_rebuild" PM_BIND="127.0.0.1:$PORT" RUST_LOG=warn "$BIN/project-manager" & pid=$!
 for _ in $(seq 1 50); do curl -sf "http://127.0.0.1:$PORT/readyz" >/dev/null && break; sleep 0.2; done
-target/release/pm-bench --url "http://127.0.0.1:$PORT" --mix llm --concurrency "$C" --duration "$T" --pid "$pid" >/dev/null
+"$BIN/pm-bench" --url "http://127.0.0.1:$PORT" --mix llm --concurrency "$C" --duration "$T" --pid "$pid" >/dev/null
 echo "log: $(psql -tA "$PG/pm_bench_rebuild" -c 'SELECT count(*) FROM events') events"
 curl -sf -XPOST "http://127.0.0.1:$PORT/v1/admin/projections/read_model/rebuild" >/dev/null
 while :; do

@@ -226,12 +226,22 @@ impl KeyStore {
     /// # Errors
     /// [`KeyError`].
     pub async fn key_made(&self, scope: Scope, id: Uuid) -> Result<Option<Key>, KeyError> {
-        if let Some(key) = self.key(scope, id).await? {
+        if let Some(key) = self.cache.get(&(scope, id)) {
             return Ok(key);
         }
+        // Made first, read only when one was there: a new actor's or conversation's key
+        // costs one round trip.
         let (sql, args) = self.insert(scope, id)?;
-        self.db.execute(sql, args).await?;
-        Ok(self.key(scope, id).await?.flatten())
+        let made = self
+            .db
+            .fetch_optional(&format!("{sql} RETURNING material, wrapped"), args)
+            .await?;
+        let Some(row) = made else {
+            return Ok(self.key(scope, id).await?.flatten());
+        };
+        let key = self.decode(scope, id, row.bytes("material")?, row.bool("wrapped")?)?;
+        self.cache.insert((scope, id), key.clone());
+        Ok(key)
     }
 
     /// The key of `scope` `id`, made in `tx` if there is none yet; `None` when it was

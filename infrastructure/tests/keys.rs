@@ -65,6 +65,9 @@ async fn a_key_is_made_once_and_read_back_the_same(db: TestDb) {
     // A fresh store (another replica, a restart) reads the same from the table.
     let other = store(&db, None).await.expect("opened");
     assert_eq!(read(&other, Scope::Actor, alice).await, Some(first));
+    // Another replica making it too gets the stored one, not one of its own.
+    let third = store(&db, None).await.expect("opened");
+    assert_eq!(made(&third, Scope::Actor, alice).await, first);
     assert!(
         read(&other, Scope::Conversation, alice).await.is_none(),
         "each scope has keys of its own"
