@@ -21,10 +21,30 @@ use pm_application::queries::{SagaReadStore, TurnFilter};
 use pm_application::views::{PageRequest, TurnView};
 use pm_domain::saga::rune::AGENT_TURN_DISPATCHED;
 use pm_domain::saga::{SessionRune, TurnRune, CLAIMABLE_AFTER};
+use serde::Serialize;
 use tokio_util::sync::CancellationToken;
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::state::AppState;
+
+/// The header naming the turn that became claimable.
+pub const TURN_ID_HEADER: &str = "PM-Turn-Id";
+
+/// The header with that turn's epoch then (a hint: the next claim gets a higher one).
+pub const TURN_EPOCH_HEADER: &str = "PM-Turn-Epoch";
+
+/// A doorbell's body: what its headers say, for a subscriber that reads bodies only. A
+/// type of its own so that `/asyncapi.json` describes the body the bell sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+pub struct Doorbell {
+    /// The agent whose turn it is.
+    pub agent_id: Uuid,
+    /// The turn that became claimable.
+    pub turn_id: Uuid,
+    /// Its epoch then, when known (a hint, as the header).
+    pub turn_epoch: Option<i64>,
+}
 
 /// The subject of agent `agent_id`'s doorbell.
 pub fn subject(agent_id: Uuid) -> String {
@@ -168,13 +188,19 @@ fn claimable(turn: &TurnView) -> bool {
 
 async fn ring(nats: &async_nats::Client, agent: Uuid, turn: Uuid, epoch: Option<i64>) {
     let mut headers = async_nats::HeaderMap::new();
-    headers.insert("PM-Turn-Id", turn.to_string().as_str());
+    headers.insert(TURN_ID_HEADER, turn.to_string().as_str());
     if let Some(epoch) = epoch {
-        headers.insert("PM-Turn-Epoch", epoch.to_string().as_str());
+        headers.insert(TURN_EPOCH_HEADER, epoch.to_string().as_str());
     }
-    let body = serde_json::json!({"agent_id": agent, "turn_id": turn, "turn_epoch": epoch});
+    let body = Doorbell {
+        agent_id: agent,
+        turn_id: turn,
+        turn_epoch: epoch,
+    };
+    // Ids and a number always serialize; were it to fail, an empty body still rings.
+    let body = serde_json::to_vec(&body).unwrap_or_default();
     let sent = nats
-        .publish_with_headers(subject(agent), headers, body.to_string().into())
+        .publish_with_headers(subject(agent), headers, body.into())
         .await;
     match sent {
         Ok(()) => metrics::counter!("pm_doorbells_total").increment(1),

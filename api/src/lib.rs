@@ -6,6 +6,7 @@
 //! `main` over it.
 
 pub mod app;
+pub mod asyncapi;
 pub mod auth;
 pub mod body_deadline;
 pub mod cli;

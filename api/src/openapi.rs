@@ -78,6 +78,7 @@ use crate::routes::{admin, commands, events, ops, queries, sagas};
         ops::readyz,
         ops::metrics,
         ops::openapi,
+        ops::asyncapi,
     ),
     components(schemas(Problem, pm_application::views::SessionSnapshot)),
     tags(

@@ -13,6 +13,7 @@ pub mod types;
 
 pub mod actor;
 pub mod aggregate;
+pub mod catalogue;
 pub mod checkpoint;
 pub mod conversation;
 pub mod error;

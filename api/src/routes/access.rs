@@ -22,7 +22,7 @@ pub const READERS: &[Role] = &[Role::Ingress, Role::Llm, Role::Analyst];
 /// Who may call an endpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
-    /// No token needed: health, readiness, metrics, the OpenAPI document.
+    /// No token needed: health, readiness, metrics, the OpenAPI and AsyncAPI documents.
     Open,
     /// Every role: the queries and the event stream.
     Read,

@@ -1,4 +1,5 @@
-//! Operations endpoints: liveness, readiness, Prometheus metrics, the OpenAPI document.
+//! Operations endpoints: liveness, readiness, Prometheus metrics, the OpenAPI and AsyncAPI
+//! documents.
 
 use axum::extract::State;
 use axum::http::{header, StatusCode};
@@ -93,6 +94,13 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
         state.metrics.render(),
     )
         .into_response()
+}
+
+/// `GET /asyncapi.json`: the AsyncAPI 3.0 document of the relay, the doorbells, the
+/// webhooks and the SSE stream.
+#[utoipa::path(get, path = "/asyncapi.json", tag = "operations", responses((status = 200, description = "The AsyncAPI 3.0 document of what the service sends outside HTTP answers")))]
+pub async fn asyncapi() -> Response {
+    Json(crate::asyncapi::document()).into_response()
 }
 
 /// `GET /openapi.json`: the OpenAPI 3.1 document.

@@ -295,5 +295,6 @@ pub fn endpoints() -> Vec<Endpoint> {
         ep(M::GET, "/readyz", Open, get(ops::readyz)),
         ep(M::GET, "/metrics", Open, get(ops::metrics)),
         ep(M::GET, "/openapi.json", Open, get(ops::openapi)),
+        ep(M::GET, "/asyncapi.json", Open, get(ops::asyncapi)),
     ]
 }

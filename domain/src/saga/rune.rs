@@ -33,6 +33,7 @@ pub use turn::names::*;
 
 /// A saga instance: which aggregate, which id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "aggregate_type", content = "id", rename_all = "snake_case")]
 pub enum Instance {
     /// A session (id = the conversation id).
@@ -86,6 +87,7 @@ impl Instance {
 /// Rune `saga.anomaly` {instance, state, fact, reason}: recorded, never applied (folding
 /// it only counts it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SagaAnomaly {
     /// The instance the input targeted.

@@ -136,7 +136,13 @@ async fn analysts_and_admins_read_the_event_log(db: TestDb) {
 
 async fn operations_endpoints_need_no_token(db: TestDb) {
     let svc = TestService::start(&db, &all_tokens()).await;
-    for path in ["/healthz", "/readyz", "/metrics", "/openapi.json"] {
+    for path in [
+        "/healthz",
+        "/readyz",
+        "/metrics",
+        "/openapi.json",
+        "/asyncapi.json",
+    ] {
         let r = svc.get(None, path).await;
         assert_eq!(r.status, 200, "GET {path}: {}", r.text);
     }

@@ -6,6 +6,7 @@ mod reads;
 mod support;
 
 mod analysts;
+mod asyncapi_spec;
 mod auth;
 mod boundary;
 mod commands;

@@ -116,7 +116,16 @@ async fn served_document_is_valid_openapi_3_1(db: TestDb) {
         }
     }
     open.sort();
-    assert_eq!(open, ["/healthz", "/metrics", "/openapi.json", "/readyz"]);
+    assert_eq!(
+        open,
+        [
+            "/asyncapi.json",
+            "/healthz",
+            "/metrics",
+            "/openapi.json",
+            "/readyz"
+        ]
+    );
     let events = &doc["paths"]["/v1/events"]["get"];
     let content = &events["responses"]["200"]["content"];
     assert!(

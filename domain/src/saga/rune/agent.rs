@@ -26,6 +26,7 @@ pub mod names {
 /// `agent.spawning` {agent_id, role, model, parent_id} + {conversation_id, actor_id}
 /// (added so that the agent's stream is self-contained).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct AgentSpawning {
     /// The agent.
@@ -44,6 +45,7 @@ pub struct AgentSpawning {
 
 /// `agent.ready` {agent_id}.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct AgentReady {
     /// The agent.
@@ -52,6 +54,7 @@ pub struct AgentReady {
 
 /// `agent.failed` {agent_id, error}.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct AgentFailed {
     /// The agent.
@@ -62,6 +65,7 @@ pub struct AgentFailed {
 
 /// `agent.turn_enqueued` {turn_id}.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TurnEnqueued {
     /// The turn joining the inbox.
@@ -70,6 +74,7 @@ pub struct TurnEnqueued {
 
 /// `agent.turn_dispatched` {turn_id, turn_epoch}.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TurnDispatched {
     /// The leased turn (the inbox head).
@@ -80,6 +85,7 @@ pub struct TurnDispatched {
 
 /// `agent.terminated`'s `stats`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct AgentStats {
     /// Turns leased (the final `turn_epoch`).
@@ -90,6 +96,7 @@ pub struct AgentStats {
 
 /// `agent.terminated` {agent_id, reason, stats}.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct AgentTerminated {
     /// The agent.
@@ -102,6 +109,7 @@ pub struct AgentTerminated {
 
 /// The runes of an agent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "rune")]
 pub enum AgentRune {
     /// `agent.spawning`

@@ -35,6 +35,7 @@ pub mod names {
 /// `plan.goal_received` {goal_description} + {conversation_id} (addition: the stream is
 /// self-contained).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct GoalReceived {
     /// The conversation (= the plan aggregate's id).
@@ -45,6 +46,7 @@ pub struct GoalReceived {
 
 /// `plan.created` {plan_id, tasks}.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PlanCreated {
     /// [`crate::saga::ids::plan_id`].
@@ -55,6 +57,7 @@ pub struct PlanCreated {
 
 /// `plan.updated`'s `changes`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PlanChanges {
     /// Tasks added to the plan.
@@ -63,6 +66,7 @@ pub struct PlanChanges {
 
 /// `plan.updated` {plan_id, changes}.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PlanUpdated {
     /// The plan.
@@ -73,6 +77,7 @@ pub struct PlanUpdated {
 
 /// `plan.task_assigned` {task_id, agent_id}.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TaskAssigned {
     /// The task.
@@ -83,6 +88,7 @@ pub struct TaskAssigned {
 
 /// `plan.task_started` {task_id}.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TaskStarted {
     /// The task.
@@ -91,6 +97,7 @@ pub struct TaskStarted {
 
 /// `plan.task_completed`'s `result`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TaskResult {
     /// The `WORK_COMPLETED` checkpoint.
@@ -101,6 +108,7 @@ pub struct TaskResult {
 
 /// `plan.task_completed` {task_id, result, evidence}.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TaskCompleted {
     /// The task.
@@ -113,6 +121,7 @@ pub struct TaskCompleted {
 
 /// One finding of a critique: a human's verdict on a task.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Finding {
     /// The task.
@@ -125,6 +134,7 @@ pub struct Finding {
 
 /// `plan.critique` {plan_id, findings}.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Critique {
     /// The plan.
@@ -135,6 +145,7 @@ pub struct Critique {
 
 /// `plan.goal_met`'s `summary`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PlanSummary {
     /// `all_tasks_approved` or `work_completed`.
@@ -147,6 +158,7 @@ pub struct PlanSummary {
 
 /// `plan.goal_met` {plan_id, summary}.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct GoalMet {
     /// The plan.
@@ -157,6 +169,7 @@ pub struct GoalMet {
 
 /// `plan.stopped` {reason}.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PlanStopped {
     /// `user_cancel`.
@@ -165,6 +178,7 @@ pub struct PlanStopped {
 
 /// `plan.state.changed` {from, to, trigger} (addition).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PlanStateChanged {
     /// The state left.
@@ -177,6 +191,7 @@ pub struct PlanStateChanged {
 
 /// The runes of a plan.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "rune")]
 pub enum PlanRune {
     /// `plan.goal_received`

@@ -49,6 +49,7 @@ pub mod names {
 
 /// The settings a session was created with (`session.created`'s `config`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SessionSettings {
     /// The session timeout in seconds.
@@ -65,6 +66,7 @@ pub struct SessionSettings {
 /// `session.suspended`'s `budget_info`: the error budget (`error_threshold`) or the token
 /// budget (`budget_exhausted`) that ran out.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(untagged)]
 pub enum BudgetInfo {
     /// `error_threshold`.
@@ -85,6 +87,7 @@ pub enum BudgetInfo {
 
 /// `session.budget_added` {add_tokens, token_budget}.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct BudgetAdded {
     /// Tokens added.
@@ -95,6 +98,7 @@ pub struct BudgetAdded {
 
 /// Turns counted by terminal state.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TurnCounts {
     /// `turn.completed`.
@@ -107,6 +111,7 @@ pub struct TurnCounts {
 
 /// `session.closed`'s `final_stats`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct FinalStats {
     /// Agents of the session.
@@ -119,6 +124,7 @@ pub struct FinalStats {
 
 /// `session.created` {conversation_id, config}.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SessionCreated {
     /// The conversation (= the session's id).
@@ -129,6 +135,7 @@ pub struct SessionCreated {
 
 /// `session.activated` {root_agent_id}.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SessionActivated {
     /// The root agent.
@@ -137,6 +144,7 @@ pub struct SessionActivated {
 
 /// A payload that is only a reason (`session.paused`, `session.closing`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Reason {
     /// Why.
@@ -146,11 +154,13 @@ pub struct Reason {
 /// The empty payload `{}` (`session.resumed`, `session.unsuspended`, `session.archived`,
 /// `conversation.completed`, `restart.preserve_waiting`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Empty {}
 
 /// `session.suspended` {reason, budget_info}.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SessionSuspended {
     /// Why (`error_threshold`).
@@ -161,6 +171,7 @@ pub struct SessionSuspended {
 
 /// `session.closed` {final_stats}.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SessionClosed {
     /// What the session did.
@@ -169,6 +180,7 @@ pub struct SessionClosed {
 
 /// `conversation.state.changed` {from, to}.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct StateChanged {
     /// The previous FCMP state; null before the first one.
@@ -179,6 +191,7 @@ pub struct StateChanged {
 
 /// `user.input.required` {checkpoint_id}.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct UserInputRequired {
     /// The `NEED_INFORMATION` checkpoint.
@@ -187,6 +200,7 @@ pub struct UserInputRequired {
 
 /// `interaction.reply.accepted` {message_id}.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ReplyAccepted {
     /// The human message that answered.
@@ -195,6 +209,7 @@ pub struct ReplyAccepted {
 
 /// `interaction.auto_decide.timeout` {checkpoint_id}.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct AutoDecideTimeout {
     /// The `NEED_INFORMATION` checkpoint whose wait timed out.
@@ -203,6 +218,7 @@ pub struct AutoDecideTimeout {
 
 /// An error code (`conversation.failed`, `restart.reconcile_failed`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ErrorCode {
     /// `TURN_ERROR_THRESHOLD`, `SESSION_RESUME_FAILED`, `CONVERSATION_CANCELED`.
@@ -211,6 +227,7 @@ pub struct ErrorCode {
 
 /// The runes of a session.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "rune")]
 pub enum SessionRune {
     /// `session.created`

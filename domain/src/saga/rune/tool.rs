@@ -35,6 +35,7 @@ pub mod names {
 /// would otherwise be lost at approval time. Calls written before policies existed have
 /// no `policy`, `action` or `reported_by`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ToolCalled {
     /// The worker's id of the call, unique within the turn.
@@ -64,6 +65,7 @@ pub struct ToolCalled {
 
 /// `tool.approval_requested` {call_id, policy_reason, approvers}.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ApprovalRequested {
     /// The call.
@@ -75,11 +77,13 @@ pub struct ApprovalRequested {
     /// move a waiting call); absent on calls written before policies: roles `admin` and
     /// `ingress`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Vec<String>>))]
     pub approvers: Option<Vec<Approver>>,
 }
 
 /// `tool.approved` {call_id, approver, on_behalf_of, comment}.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ToolApproved {
     /// The call.
@@ -97,6 +101,7 @@ pub struct ToolApproved {
 /// `tool.denied` {call_id, reason, approver, on_behalf_of, comment}: `approver` absent when
 /// the call's policy denied it (`reason` `policy:<name>`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ToolDenied {
     /// The call.
@@ -116,6 +121,7 @@ pub struct ToolDenied {
 
 /// `tool.progress` {call_id, stream, chunk}.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ToolProgress {
     /// The call.
@@ -129,6 +135,7 @@ pub struct ToolProgress {
 /// `tool.result` {call_id, status, output | error}, and `reason` for the results the
 /// service writes itself (a denial's, a timeout's, a cancellation's).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ToolResult {
     /// The call.
@@ -161,6 +168,7 @@ impl ToolResult {
 
 /// The runes of a tool call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "rune")]
 pub enum ToolRune {
     /// `tool.call`

@@ -76,6 +76,7 @@ pub enum TurnInput {
 
 /// `turn.queued` {turn_id, agent_id, conversation_id, kind, task_id, input}.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TurnQueued {
     /// The turn.
@@ -94,6 +95,7 @@ pub struct TurnQueued {
 
 /// `turn.dispatched` {turn_id, turn_epoch}.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TurnLeased {
     /// The turn.
@@ -104,6 +106,7 @@ pub struct TurnLeased {
 
 /// `turn.started` {turn_id, agent_id, input}.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TurnStarted {
     /// The turn.
@@ -116,6 +119,7 @@ pub struct TurnStarted {
 
 /// `turn.assistant_delta` {turn_id, message_id} (the content fragment is the message).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct AssistantDelta {
     /// The turn.
@@ -126,6 +130,7 @@ pub struct AssistantDelta {
 
 /// `turn.tool_calls_received` {turn_id, call_ids}.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ToolCallsReceived {
     /// The turn.
@@ -136,6 +141,7 @@ pub struct ToolCallsReceived {
 
 /// `turn.tools_finished` {turn_id, results}.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ToolsFinished {
     /// The turn.
@@ -146,6 +152,7 @@ pub struct ToolsFinished {
 
 /// A result summary of `turn.tools_finished`: {call_id, status}.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ToolSummary {
     /// The call.
@@ -156,6 +163,7 @@ pub struct ToolSummary {
 
 /// `turn.claimed` {turn_id, turn_epoch, worker, lease_expires_at}.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TurnClaimed {
     /// The turn.
@@ -171,6 +179,7 @@ pub struct TurnClaimed {
 
 /// `turn.lease_expired` {turn_id, turn_epoch, worker}.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct LeaseExpired {
     /// The turn.
@@ -183,6 +192,7 @@ pub struct LeaseExpired {
 
 /// `turn.released` {turn_id, turn_epoch, reason}.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TurnReleased {
     /// The turn.
@@ -195,6 +205,7 @@ pub struct TurnReleased {
 
 /// `turn.usage_reported` {turn_id, input_tokens, output_tokens}: added to the turn's totals.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct UsageReported {
     /// The turn.
@@ -207,6 +218,7 @@ pub struct UsageReported {
 
 /// `turn.completed`'s `final_output`: the checkpoint that ended the turn.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum FinalOutput {
     /// A conversation checkpoint (conversation turn).
@@ -230,6 +242,7 @@ pub enum FinalOutput {
 /// reported (`turn.completed.usage` carries the totals; absent when none were reported,
 /// so runes written before workers read back unchanged).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct MessageCount {
     /// `turn.assistant_delta` runes of the turn.
@@ -244,6 +257,7 @@ pub struct MessageCount {
 
 /// `turn.completed` {turn_id, final_output, usage, deliverable, deliverable_reason}.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TurnCompleted {
     /// The turn.
@@ -260,6 +274,7 @@ pub struct TurnCompleted {
 
 /// `turn.interrupted` {turn_id, reason, partial_output, deliverable, deliverable_reason}.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TurnInterrupted {
     /// The turn.
@@ -276,6 +291,7 @@ pub struct TurnInterrupted {
 
 /// `turn.error` {turn_id, error_type, message, deliverable, deliverable_reason}.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TurnError {
     /// The turn.
@@ -292,6 +308,7 @@ pub struct TurnError {
 
 /// The runes of a turn.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "rune")]
 pub enum TurnRune {
     /// `turn.queued`
