@@ -8,6 +8,10 @@
 //!   transaction ends), so readers can tell how far every position is final
 //!   ([`crate::log`]'s horizon) and a reader following `global_position > cursor` misses
 //!   nothing. SQLite's single writer hands positions out in commit order.
+//! - **Personal texts**: every personal field of a row ([`pm_domain::personal`]) is sealed
+//!   under its actor's and conversation's keys before it is stored ([`crate::keys`]); the
+//!   keys are made on demand — committed at once, or in the caller's transaction for
+//!   [`Appender::append_in`] — so no stored text ever lacks its key.
 //! - **Derived columns**: `conversation_id` comes with each row ([`NewEvent`]), so
 //!   `?conversation_id=` finds every event of a conversation, task checkpoints and runes
 //!   included.
@@ -31,17 +35,15 @@ mod fenced;
 mod group_commit;
 mod within;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use pm_application::bus::{AppendFailure, Fence};
 use pm_application::idempotency::IdempotencyKey;
 use pm_application::log::LogPosition;
+use pm_domain::personal::personal_fields;
 use tokio::sync::watch;
 use uuid::Uuid;
-
-use std::borrow::Cow;
-
-use pm_domain::personal::personal_fields;
 
 use crate::db::Tx;
 use crate::keys::sealing::{Place, SealError};

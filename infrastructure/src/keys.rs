@@ -25,6 +25,7 @@ use uuid::Uuid;
 pub use cipher::{CipherError, Key, KEY_BYTES};
 
 use crate::db::{Args, Tx};
+use crate::sql::Dialect;
 use crate::Database;
 
 /// Whose texts a data key seals.
@@ -230,12 +231,22 @@ impl KeyStore {
             return Ok(key);
         }
         // Made first, read only when one was there: a new actor's or conversation's key
-        // costs one round trip.
+        // costs one statement.
         let (sql, args) = self.insert(scope, id)?;
-        let made = self
-            .db
-            .fetch_optional(&format!("{sql} RETURNING material, wrapped"), args)
-            .await?;
+        let sql = match self.db.dialect() {
+            // Without waiting for its own flush to disk (`set_config(…, true)`: for this
+            // statement's transaction): the key is made for an append that commits after
+            // it, and a commit's flush takes every earlier WAL record with it — the key is
+            // durable before any text sealed under it is. (Lost in a crash before that, it
+            // sealed nothing.)
+            Dialect::Postgres => "INSERT INTO pm_keys (scope, id, material, wrapped, created_at) \
+                 SELECT $1, $2, $3, $4, $5 \
+                 FROM (SELECT set_config('synchronous_commit', 'off', true)) AS without_flush \
+                 ON CONFLICT (scope, id) DO NOTHING RETURNING material, wrapped"
+                .to_string(),
+            Dialect::Sqlite => format!("{sql} RETURNING material, wrapped"),
+        };
+        let made = self.db.fetch_optional(&sql, args).await?;
         let Some(row) = made else {
             return Ok(self.key(scope, id).await?.flatten());
         };

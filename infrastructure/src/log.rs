@@ -133,7 +133,8 @@ impl DbLogReader {
             if !sealing::may_be_sealed(&event.event_type, event.payload.text()) {
                 continue;
             }
-            let mut payload = event.payload.value().clone();
+            let mut payload: serde_json::Value =
+                serde_json::from_str(event.payload.text()).map_err(|e| corrupt("payload", e))?;
             let place = Place {
                 event_type: &event.event_type,
                 aggregate_type: &event.aggregate_type,

@@ -17,9 +17,15 @@ pub const KEY_BYTES: usize = 32;
 /// The first byte of every sealed value: the form above.
 const FORM: u8 = 1;
 
-/// A 256-bit AES-GCM key. Its bytes never print.
+/// A 256-bit AES-GCM key. Its bytes never print. Cheap to clone: the key schedule is
+/// worked out once, when the key is made or read, not for every text it seals or opens.
 #[derive(Clone)]
-pub struct Key([u8; KEY_BYTES]);
+pub struct Key(std::sync::Arc<Prepared>);
+
+struct Prepared {
+    bytes: [u8; KEY_BYTES],
+    aead: LessSafeKey,
+}
 
 impl std::fmt::Debug for Key {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -49,24 +55,29 @@ impl Key {
         SystemRandom::new()
             .fill(&mut bytes)
             .map_err(|_| CipherError::NoRandom)?;
-        Ok(Self(bytes))
+        Ok(Self::prepared(bytes))
+    }
+
+    fn prepared(bytes: [u8; KEY_BYTES]) -> Self {
+        // A key of the right length always makes an AES-256-GCM key.
+        let aead = LessSafeKey::new(
+            UnboundKey::new(&AES_256_GCM, &bytes).unwrap_or_else(|_| unreachable!("32 bytes")),
+        );
+        Self(std::sync::Arc::new(Prepared { bytes, aead }))
     }
 
     /// The key of exactly [`KEY_BYTES`] bytes; `None` for any other length.
     pub fn from_bytes(bytes: &[u8]) -> Option<Self> {
-        <[u8; KEY_BYTES]>::try_from(bytes).ok().map(Self)
+        <[u8; KEY_BYTES]>::try_from(bytes).ok().map(Self::prepared)
     }
 
     /// Its bytes, to be stored (wrapped by the master key when there is one).
     pub fn bytes(&self) -> &[u8; KEY_BYTES] {
-        &self.0
+        &self.0.bytes
     }
 
-    fn aead(&self) -> LessSafeKey {
-        // A key of the right length always makes an AES-256-GCM key.
-        LessSafeKey::new(
-            UnboundKey::new(&AES_256_GCM, &self.0).unwrap_or_else(|_| unreachable!("32 bytes")),
-        )
+    fn aead(&self) -> &LessSafeKey {
+        &self.0.aead
     }
 
     /// `plaintext` sealed under this key and bound to `aad`, in one allocation: the form
