@@ -6,11 +6,11 @@
 
 use cqrs_es::Aggregate;
 use pm_application::sagas::SAGAS;
-use pm_domain::actor::{Actor, ActorRegistered};
-use pm_domain::checkpoint::{ConversationCheckpoint, ConversationCheckpointCreated};
-use pm_domain::conversation::{Conversation, ConversationStarted};
-use pm_domain::message::{Message, MessageAdded};
-use pm_domain::task::{Task, TaskCheckpointCreated, TaskCreated};
+use pm_domain::actor::Actor;
+use pm_domain::checkpoint::ConversationCheckpoint;
+use pm_domain::conversation::Conversation;
+use pm_domain::message::Message;
+use pm_domain::task::Task;
 use pm_infrastructure::read_model::READ_MODEL;
 
 /// What a metric is, for its `# TYPE` line.
@@ -47,16 +47,6 @@ const AGGREGATES: &[&str] = &[
     ConversationCheckpoint::TYPE,
     Message::TYPE,
     Task::TYPE,
-];
-
-/// The fact types of the domain.
-const FACT_TYPES: &[&str] = &[
-    ActorRegistered::NAME,
-    ConversationStarted::NAME,
-    ConversationCheckpointCreated::NAME,
-    MessageAdded::NAME,
-    TaskCreated::NAME,
-    TaskCheckpointCreated::NAME,
 ];
 
 /// Why the boundary refused a request (TRUST.md "The boundary"): the `reason` of
@@ -135,7 +125,7 @@ pub const CATALOGUE: &[Metric] = &[
         name: "pm_facts_appended_total",
         kind: Kind::Counter,
         help: "Facts appended to the log, by fact type.",
-        label: Some(("type", FACT_TYPES)),
+        label: Some(("type", pm_domain::catalogue::FACTS)),
     },
     Metric {
         name: "pm_append_batch_events",

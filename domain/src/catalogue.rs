@@ -61,12 +61,4 @@ mod tests {
         assert!(FACTS.iter().all(|f| f.starts_with("project_manager.")));
         assert!(runes().iter().all(|r| !r.starts_with("project_manager.")));
     }
-
-    #[test]
-    fn every_personal_event_type_is_in_the_catalogue() {
-        let all = event_types();
-        for (name, _) in crate::personal::PERSONAL {
-            assert!(all.contains(name), "{name}");
-        }
-    }
 }

@@ -42,6 +42,22 @@ pub struct Sealed {
 /// # Errors
 /// The store's error; the pass can be run again and goes on from where it stood.
 pub async fn seal_old_texts(db: &Database, keys: &KeyStore) -> Result<Sealed, sqlx::Error> {
+    let mut sealed = Sealed::default();
+    while seal_next_batch(db, keys, &mut sealed).await? {}
+    Ok(sealed)
+}
+
+/// One step of the pass: seals the next batch (recording the pass first, on its first
+/// step), adding what it did to `sealed`; `true` while there is more to seal here — `false`
+/// once the pass is done or another replica moved it on (that replica carries it).
+///
+/// # Errors
+/// The store's error; nothing of the batch is written then.
+pub async fn seal_next_batch(
+    db: &Database,
+    keys: &KeyStore,
+    sealed: &mut Sealed,
+) -> Result<bool, sqlx::Error> {
     db.execute(
         // `WHERE true`: SQLite reads `ON CONFLICT` after a bare `FROM` as a join's `ON`.
         "INSERT INTO pm_log_sealing (id, up_to, sealed_through, started_at) \
@@ -50,25 +66,19 @@ pub async fn seal_old_texts(db: &Database, keys: &KeyStore) -> Result<Sealed, sq
         Args::new().time(&Utc::now()),
     )
     .await?;
-    let mut sealed = Sealed::default();
-    loop {
-        let row = db
-            .fetch_optional(
-                "SELECT up_to, sealed_through FROM pm_log_sealing WHERE id = 1",
-                Args::new(),
-            )
-            .await?
-            .ok_or(sqlx::Error::RowNotFound)?;
-        let (up_to, from) = (row.int("up_to")?, row.int("sealed_through")?);
-        if from >= up_to {
-            sealed.done = true;
-            return Ok(sealed);
-        }
-        if !seal_batch(db, keys, from, up_to, &mut sealed).await? {
-            // Another replica moved the pass on: it carries it.
-            return Ok(sealed);
-        }
+    let row = db
+        .fetch_optional(
+            "SELECT up_to, sealed_through FROM pm_log_sealing WHERE id = 1",
+            Args::new(),
+        )
+        .await?
+        .ok_or(sqlx::Error::RowNotFound)?;
+    let (up_to, from) = (row.int("up_to")?, row.int("sealed_through")?);
+    if from >= up_to {
+        sealed.done = true;
+        return Ok(false);
     }
+    seal_batch(db, keys, from, up_to, sealed).await
 }
 
 /// Seals the next batch after `from` (up to `up_to`); `false` when another replica sealed
@@ -113,11 +123,10 @@ async fn seal_batch(
             sequence: row.int("sequence")?,
             conversation_id: row.opt_uuid("conversation_id")?,
         };
-        let before = row.string("payload")?;
-        let mut payload = before.clone();
+        let mut payload = row.string("payload")?;
         match keys.seal_text(&place, &mut payload).await {
-            Ok(()) if payload != before => rewritten.push((position, payload)),
-            Ok(()) => {}
+            Ok(true) => rewritten.push((position, payload)),
+            Ok(false) => {}
             Err(e) => {
                 sealed.left += 1;
                 tracing::warn!(position, error = %e, "an older event's texts stay in the clear");

@@ -14,16 +14,17 @@ use crate::db::Tx;
 
 impl KeyStore {
     /// Seals the personal fields of the payload `text` (of the event at `place`), making
-    /// the keys it needs; a payload without personal fields is left as it is.
+    /// the keys it needs; answers whether there was anything to seal — a payload without
+    /// a personal text in the clear is left as it is, byte for byte.
     ///
     /// # Errors
     /// [`SealError`]: the payload must not be stored.
-    pub async fn seal_text(&self, place: &Place<'_>, text: &mut String) -> Result<(), SealError> {
-        let Some(mut payload) = parsed(place, text)? else {
-            return Ok(());
+    pub async fn seal_text(&self, place: &Place<'_>, text: &mut String) -> Result<bool, SealError> {
+        let Some((mut payload, owners)) = to_seal(place, text)? else {
+            return Ok(false);
         };
         let mut keys = HashMap::new();
-        for (scope, id) in sealing::keys_to_seal(place, &payload)? {
+        for (scope, id) in owners {
             let key = self.key_made(scope, id).await?;
             keys.insert((scope, id), key);
         }
@@ -40,12 +41,12 @@ impl KeyStore {
         tx: &mut Tx,
         place: &Place<'_>,
         text: &mut String,
-    ) -> Result<(), SealError> {
-        let Some(mut payload) = parsed(place, text)? else {
-            return Ok(());
+    ) -> Result<bool, SealError> {
+        let Some((mut payload, owners)) = to_seal(place, text)? else {
+            return Ok(false);
         };
         let mut keys = HashMap::new();
-        for (scope, id) in sealing::keys_to_seal(place, &payload)? {
+        for (scope, id) in owners {
             let key = self.key_in(tx, scope, id).await?;
             keys.insert((scope, id), key);
         }
@@ -90,14 +91,19 @@ impl KeyStore {
     }
 }
 
-/// The payload `text` parsed, when its event type has personal fields.
-fn parsed(place: &Place<'_>, text: &str) -> Result<Option<Value>, SealError> {
+/// A payload parsed, and the keys sealing it takes.
+type ToSeal = (Value, Vec<(Scope, Uuid)>);
+
+/// The payload `text` parsed and the keys sealing it takes, when it has a personal text in
+/// the clear.
+fn to_seal(place: &Place<'_>, text: &str) -> Result<Option<ToSeal>, SealError> {
     if personal_fields(place.event_type).is_empty() {
         return Ok(None);
     }
-    serde_json::from_str(text)
-        .map(Some)
-        .map_err(|e| SealError::Payload(place.event_type.to_string(), e.to_string()))
+    let payload: Value = serde_json::from_str(text)
+        .map_err(|e| SealError::Payload(place.event_type.to_string(), e.to_string()))?;
+    let owners = sealing::keys_to_seal(place, &payload)?;
+    Ok((!owners.is_empty()).then_some((payload, owners)))
 }
 
 fn seal_with(
@@ -105,12 +111,12 @@ fn seal_with(
     payload: &mut Value,
     keys: &HashMap<(Scope, Uuid), Option<Key>>,
     text: &mut String,
-) -> Result<(), SealError> {
+) -> Result<bool, SealError> {
     sealing::seal(place, payload, |scope, id| {
         keys.get(&(scope, id))
             .cloned()
             .ok_or("a key not fetched before sealing")
     })?;
     *text = payload.to_string();
-    Ok(())
+    Ok(true)
 }

@@ -6,26 +6,15 @@
 
 use std::collections::BTreeSet;
 
-use jsonschema::{Draft, Retrieve, Uri, Validator};
+use jsonschema::{Draft, Validator};
 use pm_tests::{all_tokens, on_both_backends, TestDb, TestService};
 use serde_json::{json, Value};
 
+use crate::offline_schema::{errors, validator};
 use crate::support::{events, message, wait_events, world};
 
 /// The official AsyncAPI 3.0.0 schema (see `tests/data/README.md`).
 const ASYNCAPI_3_0_0: &str = include_str!("../../data/asyncapi-3.0.0-schema.json");
-
-/// A retriever that refuses: validation must not fetch anything.
-struct Offline;
-
-impl Retrieve for Offline {
-    fn retrieve(
-        &self,
-        uri: &Uri<String>,
-    ) -> Result<Value, Box<dyn std::error::Error + Send + Sync>> {
-        Err(format!("{uri} is not available offline").into())
-    }
-}
 
 /// A draft-07 validator of the component schema `name`, its `$ref`s resolved in `doc`.
 fn component_validator(doc: &Value, name: &str) -> Validator {
@@ -33,11 +22,7 @@ fn component_validator(doc: &Value, name: &str) -> Validator {
         "allOf": [{"$ref": format!("#/components/schemas/{name}")}],
         "components": doc["components"],
     });
-    jsonschema::options()
-        .with_draft(Draft::Draft7)
-        .with_retriever(Offline)
-        .build(&root)
-        .unwrap_or_else(|e| panic!("schema {name} does not compile: {e}"))
+    validator(&root, Draft::Draft7, &format!("schema {name}"))
 }
 
 /// The keys of the messages of channel `channel`.
@@ -68,19 +53,12 @@ async fn served_document_is_valid_asyncapi_3_and_names_every_event_type(db: Test
     let svc = TestService::start(&db, "").await;
     let doc = svc.get(None, "/asyncapi.json").await.json;
     let schema: Value = serde_json::from_str(ASYNCAPI_3_0_0).expect("the vendored schema is JSON");
-    let validator = jsonschema::options()
-        .with_draft(Draft::Draft7)
-        .with_retriever(Offline)
-        .build(&schema)
-        .expect("the AsyncAPI 3.0.0 schema compiles offline");
+    let asyncapi = validator(&schema, Draft::Draft7, "the AsyncAPI 3.0.0 schema");
     assert!(
-        !validator.is_valid(&json!({"asyncapi": "3.0.0", "channels": {}})),
+        !asyncapi.is_valid(&json!({"asyncapi": "3.0.0", "channels": {}})),
         "the schema requires an info object: it is enforced, not just compiled"
     );
-    let errors: Vec<String> = validator
-        .iter_errors(&doc)
-        .map(|e| format!("{e} at {}", e.instance_path()))
-        .collect();
+    let errors = errors(&asyncapi, &doc);
     assert!(errors.is_empty(), "not AsyncAPI 3.0.0: {errors:#?}");
     assert_eq!(doc["asyncapi"], "3.0.0");
 
@@ -147,11 +125,7 @@ async fn events_of_a_run_match_their_schemas(db: TestDb) {
     let mut seen = BTreeSet::new();
     for event in &logged {
         let event_type = event["type"].as_str().expect("type");
-        let validator = component_validator(&doc, event_type);
-        let errors: Vec<String> = validator
-            .iter_errors(event)
-            .map(|e| format!("{e} at {}", e.instance_path()))
-            .collect();
+        let errors = errors(&component_validator(&doc, event_type), event);
         assert!(errors.is_empty(), "{event_type}: {errors:#?}\n{event}");
         seen.insert(event_type.to_string());
     }

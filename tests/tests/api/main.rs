@@ -2,6 +2,7 @@
 //! database, driven over HTTP.
 
 mod documented;
+mod offline_schema;
 mod reads;
 mod support;
 

@@ -3,26 +3,15 @@
 //! the bundled draft 2020-12 meta-schemas fails the test) — with a bearer security scheme,
 //! and each operation's `security` and `x-roles` are what the service really enforces.
 
-use jsonschema::{Draft, Retrieve, Uri};
+use jsonschema::Draft;
 use pm_tests::{all_tokens, on_both_backends, TestDb, TestService, ADMIN, ANALYST, INGRESS, LLM};
 use serde_json::{json, Value};
 
 use crate::documented::assert_answer;
+use crate::offline_schema::{errors, validator};
 
 /// The official OpenAPI 3.1 schema (see `tests/data/README.md`).
 const OAS_3_1: &str = include_str!("../../data/openapi-3.1-schema.json");
-
-/// A retriever that refuses: validation must not fetch anything.
-struct Offline;
-
-impl Retrieve for Offline {
-    fn retrieve(
-        &self,
-        uri: &Uri<String>,
-    ) -> Result<Value, Box<dyn std::error::Error + Send + Sync>> {
-        Err(format!("{uri} is not available offline").into())
-    }
-}
 
 /// Every `(method, path, operation)` of the document.
 fn operations(doc: &Value) -> Vec<(String, String, Value)> {
@@ -48,26 +37,15 @@ async fn served_document_is_valid_openapi_3_1(db: TestDb) {
     let svc = TestService::start(&db, "").await;
     let doc = svc.get(None, "/openapi.json").await.json;
     let schema: Value = serde_json::from_str(OAS_3_1).expect("the vendored schema is JSON");
-    let validator = jsonschema::options()
-        .with_draft(Draft::Draft202012)
-        .with_retriever(Offline)
-        .build(&schema)
-        .expect("the OpenAPI 3.1 schema compiles offline");
-    let errors: Vec<String> = validator
-        .iter_errors(&doc)
-        .map(|e| format!("{e} at {}", e.instance_path()))
-        .collect();
+    let openapi = validator(&schema, Draft::Draft202012, "the OpenAPI 3.1 schema");
+    let errors = errors(&openapi, &doc);
     assert!(errors.is_empty(), "not OpenAPI 3.1: {errors:#?}");
     assert_eq!(doc["openapi"].as_str().map(|v| &v[..4]), Some("3.1."));
     // The Schema Objects themselves are JSON Schema 2020-12 (the OAS schema leaves them open).
     for (name, schema) in doc["components"]["schemas"].as_object().expect("schemas") {
         let mut root = schema.clone();
         root["components"] = doc["components"].clone();
-        jsonschema::options()
-            .with_draft(Draft::Draft202012)
-            .with_retriever(Offline)
-            .build(&root)
-            .unwrap_or_else(|e| panic!("schema {name} does not compile: {e}"));
+        validator(&root, Draft::Draft202012, &format!("schema {name}"));
     }
     assert_eq!(
         doc["components"]["securitySchemes"]["bearer"],
