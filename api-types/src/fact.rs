@@ -5,6 +5,7 @@
 use pm_domain::actor::ActorRegistered;
 use pm_domain::checkpoint::ConversationCheckpointCreated;
 use pm_domain::conversation::ConversationStarted;
+use pm_domain::forgetting::{Forgotten, ACTOR_FORGOTTEN, CONVERSATION_FORGOTTEN};
 use pm_domain::message::MessageAdded;
 use pm_domain::task::{TaskCheckpointCreated, TaskCreated};
 use pm_domain::{CheckpointInfo, Entity, TaskInfo};
@@ -26,6 +27,10 @@ pub enum Fact {
     TaskCheckpointCreated(TaskCheckpointCreated),
     /// `project_manager.message.added`
     MessageAdded(MessageAdded),
+    /// `project_manager.actor.forgotten`
+    ActorForgotten(Forgotten),
+    /// `project_manager.conversation.forgotten`
+    ConversationForgotten(Forgotten),
 }
 
 /// Why an event is not a readable fact.
@@ -85,7 +90,30 @@ impl Fact {
     /// [`FactError::Unknown`] for other event types, [`FactError::Malformed`] for a
     /// payload that does not match its type.
     pub fn from_logged(e: &impl Logged) -> Result<Self, FactError> {
-        Self::read(e.event_type(), e.payload_text())
+        Self::from_logged_unreadable(e).map(|(fact, _)| fact)
+    }
+
+    /// Reads a logged event some of whose texts may be unreadable — `null`, its party
+    /// forgotten (TRUST.md "Forgetting a person") — and says whether any was: such a field
+    /// holds [`pm_domain::personal::STAND_IN`], for the reader to show as `null`.
+    ///
+    /// # Errors
+    /// As [`Fact::from_logged`].
+    pub fn from_logged_unreadable(e: &impl Logged) -> Result<(Self, bool), FactError> {
+        let (event_type, text) = (e.event_type(), e.payload_text());
+        match Self::read(event_type, text) {
+            Ok(fact) => Ok((fact, false)),
+            Err(FactError::Malformed { .. })
+                if !pm_domain::personal::personal_fields(event_type).is_empty() =>
+            {
+                let mut value: Value = parse(event_type, text)?;
+                if !pm_domain::personal::stand_in_unreadable(event_type, &mut value) {
+                    return Self::read(event_type, &value).map(|fact| (fact, false));
+                }
+                Self::read(event_type, &value).map(|fact| (fact, true))
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Reads a fact from its name and payload.
@@ -106,6 +134,8 @@ impl Fact {
             TaskCreated::NAME => Self::TaskCreated(parse(event_type, p)?),
             TaskCheckpointCreated::NAME => Self::TaskCheckpointCreated(parse(event_type, p)?),
             MessageAdded::NAME => Self::MessageAdded(parse(event_type, p)?),
+            ACTOR_FORGOTTEN => Self::ActorForgotten(parse(event_type, p)?),
+            CONVERSATION_FORGOTTEN => Self::ConversationForgotten(parse(event_type, p)?),
             other => return Err(FactError::Unknown(other.to_string())),
         })
     }
@@ -123,7 +153,10 @@ impl Fact {
             Self::TaskCreated(t) => Some(Entity::Task(TaskInfo {
                 conversation_id: t.conversation_id,
             })),
-            Self::TaskCheckpointCreated(_) | Self::MessageAdded(_) => None,
+            Self::TaskCheckpointCreated(_)
+            | Self::MessageAdded(_)
+            | Self::ActorForgotten(_)
+            | Self::ConversationForgotten(_) => None,
         }
     }
 }

@@ -73,6 +73,8 @@ use crate::routes::{admin, commands, events, ops, queries, sagas};
         admin::processors,
         admin::parked,
         admin::rebuild_projection,
+        crate::routes::forget::actor,
+        crate::routes::forget::conversation,
         crate::routes::me::me,
         ops::healthz,
         ops::readyz,

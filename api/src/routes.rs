@@ -6,6 +6,7 @@ pub mod access;
 pub mod admin;
 pub mod commands;
 pub mod events;
+pub mod forget;
 pub mod idempotency;
 pub mod me;
 pub mod ops;

@@ -304,7 +304,7 @@ impl<S> CommandBus<S> {
                 .await?;
             let events = sink.collect().await;
             let Some(first) = events.first().cloned() else {
-                let entity = context.aggregate().creation().ok_or_else(|| {
+                let entity = context.aggregate().repeated(&command).ok_or_else(|| {
                     AppError::Internal(format!(
                         "{} {id} emitted nothing and has no entity",
                         A::TYPE

@@ -7,13 +7,13 @@
 
 use std::sync::Arc;
 
-use pm_domain::actor::{Actor, ActorEvent, ActorRegistered, RegisterActor};
+use pm_domain::actor::{Actor, ActorCommand, ActorEvent, ActorRegistered, RegisterActor};
 use pm_domain::checkpoint::{
     CheckpointEvent, ConversationCheckpoint, ConversationCheckpointCreated,
     CreateConversationCheckpoint,
 };
 use pm_domain::conversation::{
-    Conversation, ConversationEvent, ConversationStarted, StartConversation,
+    Conversation, ConversationCommand, ConversationEvent, ConversationStarted, StartConversation,
 };
 use pm_domain::message::{AddMessage, Message, MessageAdded, MessageEvent};
 use pm_domain::task::{
@@ -107,9 +107,12 @@ impl<S: CommandStore> Commands<S> {
         };
         let outcome = self
             .bus
-            .execute::<Actor>(id, Load::AssumeNew, cmd, ctx, now)
+            .execute::<Actor>(id, Load::AssumeNew, ActorCommand::Register(cmd), ctx, now)
             .await?;
-        expect(outcome, |ActorEvent::ActorRegistered(f)| Some(f))
+        expect(outcome, |e| match e {
+            ActorEvent::ActorRegistered(f) => Some(f),
+            ActorEvent::ActorForgotten(_) => None,
+        })
     }
 
     /// `ConversationStarted`.
@@ -143,9 +146,18 @@ impl<S: CommandStore> Commands<S> {
         };
         let outcome = self
             .bus
-            .execute::<Conversation>(id, Load::AssumeNew, cmd, ctx, now)
+            .execute::<Conversation>(
+                id,
+                Load::AssumeNew,
+                ConversationCommand::Start(cmd),
+                ctx,
+                now,
+            )
             .await?;
-        expect(outcome, |ConversationEvent::ConversationStarted(f)| Some(f))
+        expect(outcome, |e| match e {
+            ConversationEvent::ConversationStarted(f) => Some(f),
+            ConversationEvent::ConversationForgotten(_) => None,
+        })
     }
 
     /// `ConversationCheckpointCreated`.
@@ -291,4 +303,5 @@ impl<S: CommandStore> Commands<S> {
     }
 }
 
+mod forgetting;
 mod tool_policies;

@@ -15,6 +15,14 @@ pub trait PmAggregate:
     /// `None` before creation.
     fn creation(&self) -> Option<Self::Event>;
 
+    /// The fact `command` repeats when it emitted nothing (the entity the API answers with):
+    /// the creation, unless a command of the aggregate repeats another fact (forgetting
+    /// twice answers the first forgetting).
+    fn repeated(&self, command: &Self::Command) -> Option<Self::Event> {
+        let _ = command;
+        self.creation()
+    }
+
     /// The conversation this aggregate's facts belong to; `None` before creation and for
     /// actors.
     fn conversation_id(&self) -> Option<Uuid>;

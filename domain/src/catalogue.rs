@@ -6,6 +6,7 @@
 use crate::actor::ActorRegistered;
 use crate::checkpoint::ConversationCheckpointCreated;
 use crate::conversation::ConversationStarted;
+use crate::forgetting::{ACTOR_FORGOTTEN, CONVERSATION_FORGOTTEN};
 use crate::message::MessageAdded;
 use crate::saga::rune::SAGA_ANOMALY;
 use crate::saga::{AgentRune, PlanRune, SessionRune, ToolRune, TurnRune};
@@ -22,6 +23,8 @@ pub const FACTS: &[&str] = &[
     TaskCheckpointCreated::NAME,
     ToolPolicySet::NAME,
     ToolPolicyRemoved::NAME,
+    ACTOR_FORGOTTEN,
+    CONVERSATION_FORGOTTEN,
 ];
 
 /// Every rune, machine by machine; `saga.anomaly`, which every machine writes, once and

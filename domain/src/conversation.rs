@@ -1,4 +1,5 @@
-//! The Conversation aggregate: transition `ConversationStarted`.
+//! The Conversation aggregate: transition `ConversationStarted`, and forgetting
+//! (`project_manager.conversation.forgotten`, TRUST.md "Forgetting a person").
 
 use chrono::{DateTime, Utc};
 use cqrs_es::event_sink::EventSink;
@@ -6,6 +7,7 @@ use cqrs_es::{Aggregate, DomainEvent};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::forgetting::{Forgotten, CONVERSATION_FORGOTTEN};
 use crate::{DomainError, Label, NonEmptyText, PmAggregate, Services, EVENT_VERSION};
 
 /// Command: start a conversation.
@@ -27,6 +29,20 @@ pub struct StartConversation {
     pub organization: Option<Label>,
     /// Server time.
     pub now: DateTime<Utc>,
+}
+
+/// The commands of a conversation.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ConversationCommand {
+    /// Start it.
+    Start(StartConversation),
+    /// Forget it: none of its texts can be read again.
+    Forget {
+        /// The conversation.
+        id: Uuid,
+        /// Server time.
+        now: DateTime<Utc>,
+    },
 }
 
 /// Fact `project_manager.conversation.started`; also the Conversation entity.
@@ -80,21 +96,28 @@ impl ConversationStarted {
 pub enum ConversationEvent {
     /// `project_manager.conversation.started`
     ConversationStarted(ConversationStarted),
+    /// `project_manager.conversation.forgotten`
+    ConversationForgotten(Forgotten),
 }
 
 impl DomainEvent for ConversationEvent {
     fn event_type(&self) -> String {
-        ConversationStarted::NAME.into()
+        match self {
+            Self::ConversationStarted(_) => ConversationStarted::NAME,
+            Self::ConversationForgotten(_) => CONVERSATION_FORGOTTEN,
+        }
+        .into()
     }
     fn event_version(&self) -> String {
         EVENT_VERSION.into()
     }
 }
 
-/// The Conversation aggregate; its state is its start.
+/// The Conversation aggregate; its state is its start and whether it was forgotten.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Conversation {
     started: Option<ConversationStarted>,
+    forgotten: Option<Forgotten>,
 }
 
 impl Conversation {
@@ -105,21 +128,39 @@ impl Conversation {
 
 impl Aggregate for Conversation {
     const TYPE: &'static str = "conversation";
-    type Command = StartConversation;
+    type Command = ConversationCommand;
     type Event = ConversationEvent;
     type Error = DomainError;
     type Services = Services;
 
     async fn handle(
         &mut self,
-        cmd: StartConversation,
+        cmd: ConversationCommand,
         services: &Services,
         sink: &EventSink<Self>,
     ) -> Result<(), DomainError> {
+        let cmd = match cmd {
+            ConversationCommand::Start(cmd) => cmd,
+            ConversationCommand::Forget { id, now } => {
+                // Precondition: only a started conversation is forgotten; invariant: once.
+                if self.started.is_none() {
+                    return Err(DomainError::ConversationNotFound(id));
+                }
+                if self.forgotten.is_none() {
+                    let fact = Forgotten {
+                        id,
+                        forgotten_at: now,
+                    };
+                    sink.write(ConversationEvent::ConversationForgotten(fact), self)
+                        .await;
+                }
+                return Ok(());
+            }
+        };
         // Invariant: a conversation is created at most once per id; an identical retry
-        // is a no-op.
+        // is a no-op (never of a forgotten one: its texts are gone).
         if let Some(existing) = &self.started {
-            return if existing.same_content(&cmd) {
+            return if self.forgotten.is_none() && existing.same_content(&cmd) {
                 Ok(())
             } else {
                 Err(DomainError::ConversationExists(existing.id))
@@ -159,6 +200,7 @@ impl Aggregate for Conversation {
     fn apply(&mut self, event: ConversationEvent) {
         match event {
             ConversationEvent::ConversationStarted(fact) => self.started = Some(fact),
+            ConversationEvent::ConversationForgotten(fact) => self.forgotten = Some(fact),
         }
     }
 }
@@ -168,6 +210,15 @@ impl PmAggregate for Conversation {
         self.started
             .clone()
             .map(ConversationEvent::ConversationStarted)
+    }
+    fn repeated(&self, command: &ConversationCommand) -> Option<ConversationEvent> {
+        match command {
+            ConversationCommand::Start(_) => self.creation(),
+            ConversationCommand::Forget { .. } => self
+                .forgotten
+                .clone()
+                .map(ConversationEvent::ConversationForgotten),
+        }
     }
     fn conversation_id(&self) -> Option<Uuid> {
         self.started.as_ref().map(|s| s.id)

@@ -17,6 +17,7 @@ pub mod catalogue;
 pub mod checkpoint;
 pub mod conversation;
 pub mod error;
+pub mod forgetting;
 pub mod ids;
 pub mod limits;
 pub mod lookup;

@@ -87,6 +87,27 @@ pub const PERSONAL: &[(&str, &[PersonalField])] = &[
     ),
 ];
 
+/// The text an unreadable personal field holds where a type needs one (a folded state, a
+/// fact read by a projection): never shown — readers show `null` and `"forgotten": true`.
+pub const STAND_IN: &str = "[forgotten]";
+
+/// Puts [`STAND_IN`] in every personal field of `payload` (an event of `event_type`) that
+/// reads `null` — one that could not be read — and drops the `forgotten` mark; answers
+/// whether there was any.
+pub fn stand_in_unreadable(event_type: &str, payload: &mut serde_json::Value) -> bool {
+    let Some(fields) = payload.as_object_mut() else {
+        return false;
+    };
+    let mut any = fields.remove("forgotten").is_some();
+    for personal in personal_fields(event_type) {
+        if let Some(value) = fields.get_mut(personal.field).filter(|v| v.is_null()) {
+            *value = serde_json::Value::String(STAND_IN.into());
+            any = true;
+        }
+    }
+    any
+}
+
 /// The personal fields of events of `event_type` (none for most).
 pub fn personal_fields(event_type: &str) -> &'static [PersonalField] {
     PERSONAL

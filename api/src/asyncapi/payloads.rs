@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use pm_domain::actor::ActorRegistered;
 use pm_domain::checkpoint::ConversationCheckpointCreated;
 use pm_domain::conversation::ConversationStarted;
+use pm_domain::forgetting::{Forgotten, ACTOR_FORGOTTEN, CONVERSATION_FORGOTTEN};
 use pm_domain::message::MessageAdded;
 use pm_domain::saga::{AgentRune, PlanRune, SessionRune, ToolRune, TurnRune};
 use pm_domain::task::{TaskCheckpointCreated, TaskCreated};
@@ -40,6 +41,8 @@ impl Schemas {
         schemas.fact::<TaskCheckpointCreated>(TaskCheckpointCreated::NAME);
         schemas.fact::<ToolPolicySet>(ToolPolicySet::NAME);
         schemas.fact::<ToolPolicyRemoved>(ToolPolicyRemoved::NAME);
+        schemas.fact::<Forgotten>(ACTOR_FORGOTTEN);
+        schemas.fact::<Forgotten>(CONVERSATION_FORGOTTEN);
         schemas.runes::<SessionRune>();
         schemas.runes::<AgentRune>();
         schemas.runes::<TurnRune>();

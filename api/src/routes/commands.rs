@@ -16,6 +16,7 @@ use pm_application::fact::Fact;
 use pm_domain::actor::ActorRegistered;
 use pm_domain::checkpoint::ConversationCheckpointCreated;
 use pm_domain::conversation::ConversationStarted;
+use pm_domain::forgetting::Forgotten;
 use pm_domain::message::MessageAdded;
 use pm_domain::task::{TaskCheckpointCreated, TaskCreated};
 use serde::Serialize;
@@ -75,6 +76,14 @@ impl Located for MessageAdded {
     }
 }
 
+/// The answer's body and `Location` for a forgetting of one of `collection`.
+fn forgotten(f: &Forgotten, collection: &str) -> (String, String) {
+    (
+        serde_json::to_string(f).unwrap_or_default(),
+        format!("/v1/{collection}/{}", f.id),
+    )
+}
+
 /// The body and `Location` of the answer that created `fact` (for a replayed
 /// `Idempotency-Key`).
 pub fn fact_answer(fact: &Fact) -> (String, String) {
@@ -88,6 +97,8 @@ pub fn fact_answer(fact: &Fact) -> (String, String) {
         Fact::TaskCreated(f) => of(f),
         Fact::TaskCheckpointCreated(f) => of(f),
         Fact::MessageAdded(f) => of(f),
+        Fact::ActorForgotten(f) => forgotten(f, "actors"),
+        Fact::ConversationForgotten(f) => forgotten(f, "conversations"),
     }
 }
 

@@ -171,8 +171,13 @@ fn answer(handled: Handled<Response>) -> Response {
 /// answered it, or the stored answer.
 fn replayed(replay: Replay) -> Response {
     let (status, body, location, position) = match replay {
-        Replay::Appended { fact, position } => {
+        Replay::Appended {
+            fact,
+            position,
+            unreadable,
+        } => {
             let (body, location) = fact_answer(&fact);
+            let body = unreadable.unwrap_or(body);
             (
                 StatusCode::CREATED,
                 body,

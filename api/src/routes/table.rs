@@ -7,7 +7,8 @@ use axum::routing::{delete, get, post, MethodRouter};
 
 use super::access::{Access, INGRESS, INGRESS_LLM, LLM, READERS};
 use super::{
-    admin, commands, events, me, ops, queries, sagas, tool_policies, tools, webhooks, workers,
+    admin, commands, events, forget, me, ops, queries, sagas, tool_policies, tools, webhooks,
+    workers,
 };
 use crate::state::AppState;
 
@@ -51,6 +52,12 @@ pub fn endpoints() -> Vec<Endpoint> {
         ep(M::GET, "/v1/actors/{id}", Read, get(queries::actor)),
         ep(
             M::POST,
+            "/v1/actors/{id}/forget",
+            Admin,
+            post(forget::actor),
+        ),
+        ep(
+            M::POST,
             "/v1/conversations",
             Command(INGRESS),
             post(commands::start_conversation),
@@ -66,6 +73,12 @@ pub fn endpoints() -> Vec<Endpoint> {
             "/v1/conversations/{id}",
             Read,
             get(queries::conversation),
+        ),
+        ep(
+            M::POST,
+            "/v1/conversations/{id}/forget",
+            Admin,
+            post(forget::conversation),
         ),
         ep(
             M::POST,

@@ -382,7 +382,7 @@ async fn given_a_key_done_with_a_fact_when_repeated_then_the_fact_is_replayed_an
     world.send(&key("a"), &world.command(Does::Append)).await;
     let handled = world.send(&key("a"), &world.command(Does::Append)).await;
     match handled {
-        Handled::Replayed(Replay::Appended { fact, position }) => {
+        Handled::Replayed(Replay::Appended { fact, position, .. }) => {
             assert_eq!(position, LogPosition(1));
             assert!(matches!(fact, Fact::ActorRegistered(_)));
         }

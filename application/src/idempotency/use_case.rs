@@ -76,6 +76,9 @@ pub enum Replay {
         fact: Fact,
         /// Its position.
         position: LogPosition,
+        /// The payload as the log shows it (`null` texts, `"forgotten": true`) when some of
+        /// its texts can no longer be read: the answer then, never the fact's stand-ins.
+        unreadable: Option<String>,
     },
     /// The answer the first run gave without a fact.
     Answer(StoredAnswer),
@@ -309,18 +312,24 @@ impl<St: IdempotencyStore, L: ReplicaLiveness, R: LogReader> Idempotency<St, L, 
         match stored {
             StoredResponse::Answer(answer) => Handled::Replayed(Replay::Answer(answer)),
             StoredResponse::Appended(position) => match self.read_fact(position).await {
-                Ok(fact) => Handled::Replayed(Replay::Appended { fact, position }),
+                Ok((fact, unreadable)) => Handled::Replayed(Replay::Appended {
+                    fact,
+                    position,
+                    unreadable,
+                }),
                 Err(e) => Handled::Failed(e),
             },
         }
     }
 
     /// The fact at `position` of the log.
-    async fn read_fact(&self, position: LogPosition) -> Result<Fact, AppError> {
+    async fn read_fact(&self, position: LogPosition) -> Result<(Fact, Option<String>), AppError> {
         let event = self.inner.log.event_at(position).await?.ok_or_else(|| {
             AppError::Internal(format!("the fact of a completed key is not at {position}"))
         })?;
-        Fact::from_logged(&event).map_err(|e| AppError::Internal(e.to_string()))
+        let (fact, unreadable) =
+            Fact::from_logged_unreadable(&event).map_err(|e| AppError::Internal(e.to_string()))?;
+        Ok((fact, unreadable.then(|| event.payload.text().to_string())))
     }
 }
 

@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use pm_domain::actor::ActorRegistered;
 use pm_domain::checkpoint::ConversationCheckpointCreated;
 use pm_domain::conversation::ConversationStarted;
+use pm_domain::forgetting::Party;
 use pm_domain::message::MessageAdded;
 use pm_domain::task::{TaskCheckpointCreated, TaskCreated};
 use pm_domain::types::{TaskCheckpointType, TaskStatus};
@@ -106,6 +107,8 @@ pub struct Plan<'a> {
     pub created_here: HashSet<Uuid>,
     /// Deltas per conversation.
     pub conversations: HashMap<Uuid, ConversationDelta>,
+    /// The parties forgotten in this batch, in log order.
+    pub forgotten: Vec<(Party, Uuid)>,
 }
 
 /// Reads a batch's facts (skipping events that are not facts, e.g. runes).
@@ -160,6 +163,8 @@ pub fn plan<'a>(
     for (e, fact) in facts {
         match fact {
             Fact::ActorRegistered(f) => p.actors.push(f),
+            Fact::ActorForgotten(f) => p.forgotten.push((Party::Actor, f.id)),
+            Fact::ConversationForgotten(f) => p.forgotten.push((Party::Conversation, f.id)),
             Fact::ConversationStarted(f) => {
                 for (ordinal, actor) in f.actor_ids.iter().enumerate() {
                     p.members.push((f.id, *actor, ordinal as i64));

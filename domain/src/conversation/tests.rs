@@ -3,6 +3,7 @@
 use cqrs_es::test::TestFramework;
 
 use super::*;
+use crate::forgetting::Forgotten;
 use crate::testing::{id, label, now, text, FakeLookup};
 use crate::LookupError;
 
@@ -85,7 +86,7 @@ fn sorted_keys(value: &serde_json::Value) -> Vec<String> {
 async fn given_no_conversation_and_registered_actors_when_started_then_conversation_started_fact() {
     Given::with(lookup().services())
         .given_no_previous_events()
-        .when_async(start("Fix the login page"))
+        .when_async(ConversationCommand::Start(start("Fix the login page")))
         .await
         .then_expect_events(vec![started("Fix the login page")]);
 }
@@ -94,7 +95,7 @@ async fn given_no_conversation_and_registered_actors_when_started_then_conversat
 async fn given_no_conversation_when_started_without_optional_fields_then_fact_without_them() {
     Given::with(lookup().services())
         .given_no_previous_events()
-        .when_async(start_minimal())
+        .when_async(ConversationCommand::Start(start_minimal()))
         .await
         .then_expect_events(vec![started_minimal()]);
 }
@@ -103,7 +104,7 @@ async fn given_no_conversation_when_started_without_optional_fields_then_fact_wi
 async fn given_no_conversation_when_started_then_created_at_and_updated_at_are_server_time() {
     let events = Given::with(lookup().services())
         .given_no_previous_events()
-        .when_async(start("Times"))
+        .when_async(ConversationCommand::Start(start("Times")))
         .await
         .inspect_result()
         .expect("accepted");
@@ -120,7 +121,7 @@ async fn given_no_conversation_when_started_without_actor_ids_then_validation_er
     cmd.actor_ids.clear();
     let result = Given::with(lookup().services())
         .given_no_previous_events()
-        .when_async(cmd)
+        .when_async(ConversationCommand::Start(cmd))
         .await
         .inspect_result();
     assert_refused_on_actor_ids(&result);
@@ -130,7 +131,7 @@ async fn given_no_conversation_when_started_without_actor_ids_then_validation_er
 async fn given_an_unregistered_actor_when_started_then_actor_not_found() {
     Given::with(FakeLookup::default().with_actor(id(ALICE)).services())
         .given_no_previous_events()
-        .when_async(start("Bot is missing"))
+        .when_async(ConversationCommand::Start(start("Bot is missing")))
         .await
         .then_expect_error(DomainError::ActorNotFound(id(BOT)));
 }
@@ -142,7 +143,7 @@ async fn given_several_unregistered_actors_when_started_then_actor_not_found_nam
     cmd.actor_ids = vec![id(ALICE), id(7), id(BOT), id(8)];
     Given::with(lookup().services())
         .given_no_previous_events()
-        .when_async(cmd)
+        .when_async(ConversationCommand::Start(cmd))
         .await
         .then_expect_error(DomainError::ActorNotFound(id(7)));
 }
@@ -151,7 +152,7 @@ async fn given_several_unregistered_actors_when_started_then_actor_not_found_nam
 async fn given_no_registered_actor_when_started_then_actor_not_found_names_the_first_actor() {
     Given::with(FakeLookup::default().services())
         .given_no_previous_events()
-        .when_async(start("Nobody"))
+        .when_async(ConversationCommand::Start(start("Nobody")))
         .await
         .then_expect_error(DomainError::ActorNotFound(id(ALICE)));
 }
@@ -160,7 +161,7 @@ async fn given_no_registered_actor_when_started_then_actor_not_found_names_the_f
 async fn given_unreachable_store_when_started_then_lookup_error_and_no_fact() {
     Given::with(FakeLookup::broken().services())
         .given_no_previous_events()
-        .when_async(start("Store down"))
+        .when_async(ConversationCommand::Start(start("Store down")))
         .await
         .then_expect_error(DomainError::Lookup(LookupError("store unreachable".into())));
 }
@@ -171,7 +172,7 @@ async fn given_unreachable_store_when_started_then_lookup_error_and_no_fact() {
 async fn given_started_conversation_when_identical_start_then_no_new_fact() {
     Given::with(lookup().services())
         .given(vec![started("Fix the login page")])
-        .when_async(start("Fix the login page"))
+        .when_async(ConversationCommand::Start(start("Fix the login page")))
         .await
         .then_expect_events(vec![]);
 }
@@ -182,7 +183,7 @@ async fn given_started_conversation_when_identical_start_later_then_no_new_fact(
     cmd.now = now() + chrono::TimeDelta::minutes(5);
     Given::with(lookup().services())
         .given(vec![started("Fix the login page")])
-        .when_async(cmd)
+        .when_async(ConversationCommand::Start(cmd))
         .await
         .then_expect_events(vec![]);
 }
@@ -192,7 +193,7 @@ async fn given_started_conversation_without_optional_fields_when_identical_start
 {
     Given::with(lookup().services())
         .given(vec![started_minimal()])
-        .when_async(start_minimal())
+        .when_async(ConversationCommand::Start(start_minimal()))
         .await
         .then_expect_events(vec![]);
 }
@@ -230,7 +231,7 @@ async fn given_started_conversation_when_started_with_other_content_then_convers
     for (field, cmd) in variants {
         let result = Given::with(lookup().services())
             .given(vec![started("Fix the login page")])
-            .when_async(cmd)
+            .when_async(ConversationCommand::Start(cmd))
             .await
             .inspect_result();
         assert_eq!(
@@ -316,7 +317,7 @@ async fn given_no_conversation_when_started_with_more_actors_than_the_limit_then
         .collect();
     let result = Given::with(lookup().services())
         .given_no_previous_events()
-        .when_async(cmd)
+        .when_async(ConversationCommand::Start(cmd))
         .await
         .inspect_result();
     assert_refused_on_actor_ids(&result);
@@ -333,4 +334,66 @@ fn assert_refused_on_actor_ids<T: std::fmt::Debug>(result: &Result<T, DomainErro
         ),
         "expected a validation error on actor_ids, got {result:?}"
     );
+}
+
+fn forget() -> ConversationCommand {
+    ConversationCommand::Forget {
+        id: id(CONVERSATION),
+        now: now(),
+    }
+}
+
+fn forgotten() -> ConversationEvent {
+    ConversationEvent::ConversationForgotten(Forgotten {
+        id: id(CONVERSATION),
+        forgotten_at: now(),
+    })
+}
+
+#[tokio::test]
+async fn given_a_started_conversation_when_forgotten_then_conversation_forgotten_fact() {
+    Given::with(lookup().services())
+        .given(vec![started("Fix the login page")])
+        .when_async(forget())
+        .await
+        .then_expect_events(vec![forgotten()]);
+}
+
+#[tokio::test]
+async fn given_a_forgotten_conversation_when_forgotten_again_then_no_new_fact() {
+    Given::with(lookup().services())
+        .given(vec![started("Fix the login page"), forgotten()])
+        .when_async(forget())
+        .await
+        .then_expect_events(vec![]);
+}
+
+#[tokio::test]
+async fn given_no_conversation_when_forgotten_then_conversation_not_found() {
+    Given::with(lookup().services())
+        .given_no_previous_events()
+        .when_async(forget())
+        .await
+        .then_expect_error(DomainError::ConversationNotFound(id(CONVERSATION)));
+}
+
+#[tokio::test]
+async fn given_a_forgotten_conversation_when_its_start_is_repeated_then_conversation_exists() {
+    Given::with(lookup().services())
+        .given(vec![started("Fix the login page"), forgotten()])
+        .when_async(ConversationCommand::Start(start("Fix the login page")))
+        .await
+        .then_expect_error(DomainError::ConversationExists(id(CONVERSATION)));
+}
+
+#[test]
+fn given_a_forgotten_conversation_when_a_forgetting_is_repeated_then_it_answers_the_first() {
+    let mut conversation = Conversation::default();
+    conversation.apply(started("Fix the login page"));
+    conversation.apply(forgotten());
+    let later = ConversationCommand::Forget {
+        id: id(CONVERSATION),
+        now: now() + chrono::Duration::hours(1),
+    };
+    assert_eq!(conversation.repeated(&later), Some(forgotten()));
 }

@@ -205,8 +205,7 @@ pub enum Unreadable {
     StandIn,
 }
 
-/// The text an unreadable field holds in a folded state ([`Unreadable::StandIn`]).
-pub const STAND_IN: &str = "[forgotten]";
+pub use pm_domain::personal::STAND_IN;
 
 /// Opens the sealed fields of `payload` (an event at `place`) with the keys `key` has
 /// (`None`: destroyed). A field that cannot be opened reads as `unreadable` says; see

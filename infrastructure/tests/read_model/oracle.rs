@@ -36,6 +36,8 @@ pub async fn apply_event(tx: &mut Tx, g: i64, event: &LoggedEvent) -> Result<(),
     let recorded_at = event.recorded_at();
     match &fact {
         Fact::ActorRegistered(f) => actor_registered(tx, g, f).await,
+        // Not yet projected: the read model's forgetting comes with its nullable texts.
+        Fact::ActorForgotten(_) | Fact::ConversationForgotten(_) => Ok(()),
         Fact::ConversationStarted(f) => {
             conversation_started(tx, g, f, recorded_at.unwrap_or(f.created_at)).await
         }

@@ -159,7 +159,9 @@ impl<S: SagaStore> SagaEngine<S> {
                 fact,
                 conversation_id: p.conversation,
             },
-            Fact::ActorRegistered(_) => return Ok(()),
+            Fact::ActorRegistered(_) | Fact::ActorForgotten(_) | Fact::ConversationForgotten(_) => {
+                return Ok(())
+            }
         };
         let machines =
             loaded(held, p.conversation).map_err(|e| BatchError::Transient(e.to_string()))?;
@@ -214,6 +216,8 @@ fn plan(events: &[LoggedEvent]) -> Result<Vec<Planned<'_>>, BatchError> {
         let conversation = match &fact {
             // Registrations only teach kinds; they have no machines.
             Fact::ActorRegistered(_) => Uuid::nil(),
+            // Forgetting changes no machine: their texts read as stand-ins from then on.
+            Fact::ActorForgotten(_) | Fact::ConversationForgotten(_) => continue,
             Fact::ConversationStarted(c) => c.id,
             Fact::MessageAdded(m) => m.conversation_id,
             Fact::ConversationCheckpointCreated(c) => c.conversation_id,
