@@ -48,8 +48,10 @@ use uuid::Uuid;
 
 use crate::db::Tx;
 use crate::keys::sealing::{Place, SealError};
-use crate::keys::{KeyError, KeyStore};
+use crate::keys::{KeyError, KeyStore, Scope};
 use crate::Database;
+use pm_domain::actor::ActorRegistered;
+use pm_domain::conversation::ConversationStarted;
 
 use group_commit::GroupCommit;
 
@@ -89,6 +91,20 @@ impl NewEvent {
     fn is_personal(&self) -> bool {
         !personal_fields(&self.event_type).is_empty()
     }
+}
+
+/// The party whose first fact `row` is — an actor's registration, a conversation's start —
+/// and so whose key it may store ([`Appender::append_first`]).
+fn first_of(row: &NewEvent) -> Option<(Scope, Uuid)> {
+    if row.sequence != 1 {
+        return None;
+    }
+    let scope = match row.event_type.as_str() {
+        ActorRegistered::NAME => Scope::Actor,
+        ConversationStarted::NAME => Scope::Conversation,
+        _ => return None,
+    };
+    Some((scope, row.aggregate_id.parse().ok()?))
 }
 
 /// What a payload that could not be sealed means to its append.
@@ -224,6 +240,12 @@ impl Appender {
             .iter()
             .filter_map(crate::forgetting::forgotten_by)
             .collect();
+        if let ([row], None, true) = (rows.as_slice(), fence, forgotten.is_empty()) {
+            if let Some(position) = self.append_first(row, key).await? {
+                self.ring();
+                return Ok(vec![position]);
+            }
+        }
         let positions = match (&self.inner.group_commit, rows.len()) {
             // The key is destroyed by the transaction that appends the fact.
             _ if !forgotten.is_empty() => {
@@ -241,12 +263,54 @@ impl Appender {
                     .into_iter()
                     .next()
                     .ok_or_else(|| AppendFailure::Other("one row to append, and none".into()))?;
-                vec![group.append(row, key.cloned()).await?]
+                vec![group.append(row, key.cloned(), None).await?]
             }
             _ => command::append(&self.inner.db, &rows, key).await?,
         };
         self.ring();
         Ok(positions)
+    }
+
+    /// Appends a party's first fact (an actor's registration, a conversation's start) with
+    /// the party's key made in memory and stored by the same statement ([`crate::keys::FreshKey`]):
+    /// `None` when `row` is no such fact, or when the key or the sequence was taken — the
+    /// caller then appends it the general way, sealed with the stored key.
+    async fn append_first(
+        &self,
+        row: &NewEvent,
+        key: Option<&IdempotencyKey>,
+    ) -> Result<Option<LogPosition>, AppendFailure> {
+        let Some((scope, id)) = first_of(row) else {
+            return Ok(None);
+        };
+        let keys = &self.inner.keys;
+        let fresh = keys
+            .fresh(scope, id)
+            .map_err(|e| seal_failure(&SealError::Store(e)))?;
+        let mut sealed = row.clone();
+        let place = row.place();
+        if !keys
+            .seal_text_fresh(&place, &mut sealed.payload, &fresh)
+            .map_err(|e| seal_failure(&e))?
+        {
+            return Ok(None);
+        }
+        let written = match &self.inner.group_commit {
+            Some(group) => {
+                group
+                    .append(sealed, key.cloned(), Some(fresh.clone()))
+                    .await
+            }
+            None => command::append_first(&self.inner.db, &sealed, key, &fresh).await,
+        };
+        match written {
+            Ok(position) => {
+                keys.adopt(&fresh);
+                Ok(Some(position))
+            }
+            Err(AppendFailure::Conflict) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// Appends `rows` in `tx` (the caller commits) and, for a processor's batch, moves its

@@ -131,6 +131,26 @@ pub enum KeyError {
     Store(#[from] sqlx::Error),
 }
 
+/// A key made in memory for a party's first fact ([`KeyStore::fresh`]): the append stores
+/// it with the fact, and writes the fact only if it stored the key — a key there already
+/// (another writer's) makes the append write nothing, and the writer seals again with the
+/// stored key. So a text is never stored under a key that is not.
+#[derive(Debug, Clone)]
+pub struct FreshKey {
+    /// Whose.
+    pub scope: Scope,
+    /// Whose.
+    pub id: Uuid,
+    /// The key.
+    pub key: Key,
+    /// What `pm_keys.material` stores (wrapped by the master key when there is one).
+    pub material: Vec<u8>,
+    /// Whether it is wrapped.
+    pub wrapped: bool,
+    /// The forgettings heard of when it was made.
+    heard: u64,
+}
+
 /// The keys of one database.
 pub struct KeyStore {
     db: Database,
@@ -296,6 +316,34 @@ impl KeyStore {
             .await?
             .ok_or(sqlx::Error::RowNotFound)?;
         self.decode(scope, id, row.bytes("material")?, row.bool("wrapped")?)
+    }
+
+    /// A new key for the first fact of `scope` `id` (an actor's registration, a
+    /// conversation's start), made in memory and stored by the statement that appends that
+    /// fact — no transaction of its own on the command path. See [`FreshKey`].
+    ///
+    /// # Errors
+    /// [`KeyError::Cipher`].
+    pub fn fresh(&self, scope: Scope, id: Uuid) -> Result<FreshKey, KeyError> {
+        let heard = self.forgettings();
+        let key = Key::generate()?;
+        let (material, wrapped) = match &self.master {
+            Some(master) => (master.wrap(scope, id, &key)?, true),
+            None => (key.bytes().to_vec(), false),
+        };
+        Ok(FreshKey {
+            scope,
+            id,
+            key,
+            material,
+            wrapped,
+            heard,
+        })
+    }
+
+    /// Keeps a [`FreshKey`] in memory once the append that stored it committed.
+    pub fn adopt(&self, fresh: &FreshKey) {
+        self.remember(fresh.scope, fresh.id, &Some(fresh.key.clone()), fresh.heard);
     }
 
     /// The statement storing a new key of `scope` `id` unless one (or its tombstone) is

@@ -139,3 +139,47 @@ pub(super) async fn append(
     }
     Ok(returned.into_iter().map(|(_, p)| p).collect())
 }
+
+/// Appends a party's first fact with its key ([`crate::keys::FreshKey`]) in one
+/// transaction: the key first, and the fact only if the key was stored.
+///
+/// # Errors
+/// [`AppendFailure::Conflict`] when the party has a key already or the sequence is taken
+/// (nothing is written); otherwise [`AppendFailure`].
+pub(super) async fn append_first(
+    db: &Database,
+    row: &NewEvent,
+    key: Option<&IdempotencyKey>,
+    fresh: &crate::keys::FreshKey,
+) -> Result<LogPosition, AppendFailure> {
+    let classify = |e: sqlx::Error| super::failure_of(&e);
+    let mut tx = db.begin().await.map_err(classify)?;
+    let stored = tx
+        .execute(
+            "INSERT INTO pm_keys (scope, id, material, wrapped, created_at) \
+             VALUES ($1, $2, $3, $4, $5) ON CONFLICT (scope, id) DO NOTHING",
+            Args::new()
+                .text(fresh.scope.as_str())
+                .uuid(fresh.id)
+                .bytes(fresh.material.clone())
+                .bool(fresh.wrapped)
+                .time(&chrono::Utc::now()),
+        )
+        .await
+        .map_err(classify)?;
+    if stored == 0 {
+        return Err(AppendFailure::Conflict);
+    }
+    let written = super::within::insert(&mut tx, std::slice::from_ref(row))
+        .await
+        .map_err(classify)?;
+    let position = written
+        .first()
+        .map(|(_, p)| *p)
+        .ok_or_else(|| AppendFailure::Other("appended no event".into()))?;
+    if let Some(key) = key {
+        record_key(&mut tx, key, position.0).await?;
+    }
+    tx.commit().await.map_err(classify)?;
+    Ok(position)
+}

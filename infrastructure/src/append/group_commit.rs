@@ -19,6 +19,7 @@ use tokio::sync::{mpsc, oneshot, Mutex};
 use pm_application::bus::AppendFailure;
 
 use super::{is_key_race, NewEvent};
+use crate::keys::FreshKey;
 
 /// The batch's rows are inserted unless their sequence is taken, their unclaimed key
 /// already has a row, or their claimed key's claim is no longer their replica's (locked,
@@ -34,8 +35,8 @@ use super::{is_key_race, NewEvent};
 /// is written again (the next snapshot sees the row).
 const PG_APPEND_SKIPPING_TAKEN: &str = "\
 WITH input AS (
-  SELECT * FROM UNNEST($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::uuid[], $9::text[], $10::text[], $11::text[], $12::bool[], $13::text[])
-    AS i(aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, conversation_id, key_role, key, key_hash, key_claimed, key_owner)
+  SELECT * FROM UNNEST($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::uuid[], $9::text[], $10::text[], $11::text[], $12::bool[], $13::text[], $14::text[], $15::uuid[], $16::bytea[], $17::bool[])
+    AS i(aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, conversation_id, key_role, key, key_hash, key_claimed, key_owner, dk_scope, dk_id, dk_material, dk_wrapped)
 ), checked AS (
   SELECT i.*, CASE WHEN i.key_claimed
     THEN COALESCE((SELECT false FROM idempotency_keys k WHERE k.role = i.key_role AND k.key = i.key
@@ -43,10 +44,17 @@ WITH input AS (
     ELSE COALESCE((SELECT true FROM idempotency_keys k WHERE k.role = i.key_role AND k.key = i.key), false)
   END AS key_taken
   FROM input i
+), made AS (
+  INSERT INTO pm_keys (scope, id, material, wrapped, created_at)
+  SELECT dk_scope, dk_id, dk_material, dk_wrapped, now() FROM checked
+  WHERE dk_scope IS NOT NULL AND key_taken IS NOT TRUE
+  ON CONFLICT (scope, id) DO NOTHING
+  RETURNING scope, id
 ), ins AS (
   INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, conversation_id)
   SELECT aggregate_type, aggregate_id, sequence, event_type, event_version, payload::json, metadata::json, conversation_id
-  FROM checked WHERE key_taken IS NOT TRUE
+  FROM checked c WHERE key_taken IS NOT TRUE
+    AND (dk_scope IS NULL OR EXISTS (SELECT 1 FROM made m WHERE m.scope = c.dk_scope AND m.id = c.dk_id))
   ON CONFLICT (aggregate_type, aggregate_id, sequence) DO NOTHING
   RETURNING aggregate_type, aggregate_id, sequence, global_position
 ), done AS (
@@ -75,6 +83,9 @@ const KEY_RACE_ATTEMPTS: usize = 3;
 struct Job {
     row: NewEvent,
     key: Option<IdempotencyKey>,
+    /// The key of the party whose first fact `row` is, stored with it (the row is written
+    /// only if its key was: a key there already makes it a [`AppendFailure::Conflict`]).
+    fresh: Option<FreshKey>,
     reply: oneshot::Sender<Result<LogPosition, AppendFailure>>,
 }
 
@@ -113,11 +124,17 @@ impl GroupCommit {
         &self,
         row: NewEvent,
         key: Option<IdempotencyKey>,
+        fresh: Option<FreshKey>,
     ) -> Result<LogPosition, AppendFailure> {
         let (reply, answer) = oneshot::channel();
         let gone = || AppendFailure::Unavailable("the append workers stopped".into());
         self.jobs
-            .send(Job { row, key, reply })
+            .send(Job {
+                row,
+                key,
+                fresh,
+                reply,
+            })
             .await
             .map_err(|_| gone())?;
         answer.await.map_err(|_| gone())?
@@ -228,6 +245,7 @@ async fn write(pool: &PgPool, jobs: Vec<Job>) -> Option<AppendFailure> {
 /// The batch's one statement.
 async fn statement(pool: &PgPool, jobs: &[Job]) -> Result<Vec<WrittenRow>, sqlx::Error> {
     let keys = || jobs.iter().map(|j| j.key.as_ref());
+    let fresh = || jobs.iter().map(|j| j.fresh.as_ref());
     super::bind_rows(
         sqlx::query_as(PG_APPEND_SKIPPING_TAKEN),
         jobs.iter().map(|j| &j.row),
@@ -257,6 +275,18 @@ async fn statement(pool: &PgPool, jobs: &[Job]) -> Result<Vec<WrittenRow>, sqlx:
             .map(|k| k.map(|k| k.owner.as_str()))
             .collect::<Vec<_>>(),
     )
+    .bind(
+        fresh()
+            .map(|f| f.map(|f| f.scope.as_str()))
+            .collect::<Vec<_>>(),
+    )
+    .bind(fresh().map(|f| f.map(|f| f.id)).collect::<Vec<_>>())
+    .bind(
+        fresh()
+            .map(|f| f.map(|f| f.material.as_slice()))
+            .collect::<Vec<_>>(),
+    )
+    .bind(fresh().map(|f| f.map(|f| f.wrapped)).collect::<Vec<_>>())
     .fetch_all(pool)
     .await
 }

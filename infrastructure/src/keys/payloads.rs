@@ -31,6 +31,28 @@ impl KeyStore {
         seal_with(place, &mut payload, &keys, text)
     }
 
+    /// Seals the payload `text` of a party's first fact with `fresh` alone; answers
+    /// `false`, leaving `text` as it is, when it needs another key too (the caller seals it
+    /// with [`KeyStore::seal_text`] then).
+    ///
+    /// # Errors
+    /// [`SealError`]: the payload must not be stored.
+    pub fn seal_text_fresh(
+        &self,
+        place: &Place<'_>,
+        text: &mut String,
+        fresh: &super::FreshKey,
+    ) -> Result<bool, SealError> {
+        let Some((mut payload, owners)) = to_seal(place, text)? else {
+            return Ok(false);
+        };
+        if owners.iter().any(|o| *o != (fresh.scope, fresh.id)) {
+            return Ok(false);
+        }
+        let keys = HashMap::from([((fresh.scope, fresh.id), Some(fresh.key.clone()))]);
+        seal_with(place, &mut payload, &keys, text)
+    }
+
     /// [`KeyStore::seal_text`] for a writer inside `tx`: keys it has to make are made in
     /// `tx` (on SQLite a second connection could not write while `tx` does).
     ///

@@ -345,7 +345,69 @@ async fn an_earlier_versions_clear_texts_are_sealed_in_place(db: TestDb) {
     svc.stop().await;
 }
 
+/// A party's first fact stores its key with it, in the same statement; when a key is there
+/// already (made by another writer first), the fact is sealed with the stored one — never
+/// stored under a key that was not.
+async fn a_first_fact_whose_key_is_there_already_is_sealed_with_it(db: TestDb) {
+    let t = Texts::new();
+    let svc = TestService::start_with(config(&db)).await;
+    let id = pm_domain::ids::actor_id(&t.identity);
+    let store = database(&db).await;
+    let keys = KeyStore::open(&store, None, None, 64).await.expect("keys");
+    keys.key_made(pm_infrastructure::keys::Scope::Actor, id)
+        .await
+        .expect("made first");
+    let r = svc
+        .post(
+            Some(ADMIN),
+            "/v1/actors",
+            &json!({"kind": "human", "display_name": t.name, "external_identity": t.identity}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    assert_eq!(r.json["id"], id.to_string());
+    let keys_of_actor = store
+        .fetch_all(
+            "SELECT material FROM pm_keys WHERE scope = 'actor' AND id = $1",
+            Args::new().uuid(id),
+        )
+        .await
+        .expect("keys");
+    assert_eq!(keys_of_actor.len(), 1);
+    let registered = events(&svc, "types=project_manager.actor.registered").await;
+    assert_eq!(
+        data_of(&registered, &id.to_string())["display_name"],
+        t.name.as_str()
+    );
+    // And a new actor's key is stored with its registration.
+    let other = created(
+        &svc.post(
+            Some(ADMIN),
+            "/v1/actors",
+            &json!({"kind": "human", "display_name": t.other}),
+        )
+        .await,
+    );
+    let stored = store
+        .fetch_all(
+            "SELECT material FROM pm_keys WHERE scope = 'actor' AND id = $1",
+            Args::new().uuid(other.parse().expect("uuid")),
+        )
+        .await
+        .expect("keys");
+    assert_eq!(stored.len(), 1, "the key is stored with the fact");
+    svc.stop().await;
+    let svc = TestService::start_with(config(&db)).await;
+    let registered = events(&svc, "types=project_manager.actor.registered").await;
+    assert_eq!(
+        data_of(&registered, &other)["display_name"],
+        t.other.as_str()
+    );
+    svc.stop().await;
+}
+
 on_both_backends!(
+    a_first_fact_whose_key_is_there_already_is_sealed_with_it,
     texts_are_stored_sealed_and_read_as_written,
     a_sealed_text_copied_onto_another_event_reads_null,
     an_earlier_versions_clear_texts_are_sealed_in_place,
