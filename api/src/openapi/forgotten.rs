@@ -56,28 +56,39 @@ fn nullable(schema: Value) -> Value {
     one_of
 }
 
-/// Makes the personal fields of [`SHOWN`] schemas nullable and adds `forgotten`.
+/// Makes the personal fields of `fact` in `schema` nullable, and adds `forgotten` when
+/// `marked`.
+fn describe_one(schema: Option<&mut Value>, fact: &str, marked: bool) {
+    let Some(properties) = schema
+        .and_then(|s| s.get_mut("properties"))
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
+    for personal in personal_fields(fact) {
+        if let Some(p) = properties.get_mut(personal.field) {
+            *p = nullable(p.take());
+        }
+    }
+    if marked {
+        properties.insert(
+            "forgotten".into(),
+            json!({"type": "boolean", "const": true,
+                "description": "Present when its party was forgotten: its personal texts read null."}),
+        );
+    }
+}
+
+/// Makes the personal fields of [`SHOWN`] schemas nullable and adds `forgotten` — in
+/// their components and in the copies the pages of them hold (`Page_<name>`: a generic
+/// page's items are written out, not referred to).
 pub fn describe(schemas: &mut Value) {
     for (name, fact, marked) in SHOWN {
-        let Some(properties) = schemas
-            .get_mut(*name)
-            .and_then(|s| s.get_mut("properties"))
-            .and_then(Value::as_object_mut)
-        else {
-            continue;
-        };
-        for personal in personal_fields(fact) {
-            if let Some(p) = properties.get_mut(personal.field) {
-                *p = nullable(p.take());
-            }
-        }
-        if *marked {
-            properties.insert(
-                "forgotten".into(),
-                json!({"type": "boolean", "const": true,
-                    "description": "Present when its party was forgotten: its personal texts read null."}),
-            );
-        }
+        describe_one(schemas.get_mut(*name), fact, *marked);
+        let item = schemas
+            .get_mut(format!("Page_{name}"))
+            .and_then(|page| page.pointer_mut("/properties/items/items"));
+        describe_one(item, fact, *marked);
     }
 }
 
@@ -117,5 +128,9 @@ mod tests {
             );
         }
         assert!(schemas["LatestCheckpoint"]["properties"]["forgotten"].is_null());
+        for page in ["Page_MessageAdded", "Page_ConversationCheckpointCreated"] {
+            let item = &schemas[page]["properties"]["items"]["items"]["properties"];
+            assert_eq!(item["forgotten"]["type"], "boolean", "{page}");
+        }
     }
 }

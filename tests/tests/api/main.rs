@@ -19,6 +19,7 @@ mod edges;
 mod errors;
 mod events;
 mod exactly_once;
+mod forgetting;
 mod idempotency;
 mod jwt;
 mod master_key;
