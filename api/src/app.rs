@@ -432,7 +432,13 @@ impl Application {
         let saga_runner = tokio::spawn(saga_runner.run(token.clone()));
         let scheduler = tokio::spawn(scheduler.run(token.clone()));
         let (local, readers) = self.doorbell;
-        pm_infrastructure::doorbell::spawn(db.clone(), local, readers, token.clone());
+        pm_infrastructure::doorbell::spawn(
+            db.clone(),
+            self.keys.clone(),
+            local,
+            readers,
+            token.clone(),
+        );
         let old_texts = spawn_sealing_old_texts(db.clone(), self.keys, token.clone());
         let router = routes::router(self.state);
         tracing::info!(addr = %self.addr, store = db.kind(), "project-manager listening");

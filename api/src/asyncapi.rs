@@ -6,6 +6,7 @@
 
 mod channels;
 mod envelopes;
+mod forgettable;
 mod headers;
 mod payloads;
 

@@ -32,6 +32,7 @@
 
 mod command;
 mod fenced;
+mod forgetting;
 mod group_commit;
 mod within;
 
@@ -219,7 +220,15 @@ impl Appender {
             row.payload = payload;
             sealed.map_err(|e| seal_failure(&e))?;
         }
+        let forgotten: Vec<_> = rows
+            .iter()
+            .filter_map(crate::forgetting::forgotten_by)
+            .collect();
         let positions = match (&self.inner.group_commit, rows.len()) {
+            // The key is destroyed by the transaction that appends the fact.
+            _ if !forgotten.is_empty() => {
+                forgetting::append(&self.inner.db, &self.inner.keys, &rows, key, &forgotten).await?
+            }
             // A fenced command decides on its turn's lease in its own transaction.
             _ if fence.is_some() => {
                 let Some(fence) = fence else {

@@ -7,13 +7,20 @@
 //!   `NOTIFY` is sent by this task, outside the append's transaction and at most once per
 //!   5 ms burst: a transaction that notifies takes a cluster-wide lock at commit, which
 //!   would serialize every writer if the appends notified themselves.
+//! - The same listener hears forgettings (`LISTEN pm_forgotten`, notified by the
+//!   transaction that forgets: [`crate::forgetting`]) and drops the forgotten key from this
+//!   replica's memory; after a reconnect, when one may have been missed, it drops them all.
+//!   SQLite has no `NOTIFY`: a standby process in front of the same file counts the
+//!   destroyed keys instead ([`crate::forgetting::watch_tombstones`]).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::postgres::PgListener;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::keys::KeyStore;
 use crate::Database;
 
 const CHANNEL: &str = "pm_events";
@@ -23,9 +30,11 @@ fn ring(readers: &watch::Sender<u64>) {
 }
 
 /// Forwards local appends (`local`) to `readers`, and on PostgreSQL relays them to other
-/// replicas and theirs to `readers`, until `shutdown`.
+/// replicas and theirs to `readers` — and tells `keys` of other replicas' forgettings —
+/// until `shutdown`.
 pub fn spawn(
     db: Database,
+    keys: Arc<KeyStore>,
     mut local: watch::Receiver<u64>,
     readers: watch::Sender<u64>,
     shutdown: CancellationToken,
@@ -56,7 +65,13 @@ pub fn spawn(
             }
         }
     });
-    let Database::Postgres(pool) = db else { return };
+    let pool = match db {
+        Database::Postgres(pool) => pool,
+        sqlite @ Database::Sqlite(_) => {
+            tokio::spawn(crate::forgetting::watch_tombstones(sqlite, keys, shutdown));
+            return;
+        }
+    };
     tokio::spawn(async move {
         while !shutdown.is_cancelled() {
             let mut listener = match PgListener::connect_with(&pool).await {
@@ -69,16 +84,31 @@ pub fn spawn(
                     }
                 }
             };
-            if let Err(e) = listener.listen(CHANNEL).await {
+            if let Err(e) = listener
+                .listen_all([CHANNEL, crate::forgetting::CHANNEL])
+                .await
+            {
                 tracing::debug!(error = %e, "doorbell listener cannot LISTEN; retrying");
                 continue;
             }
+            // Forgettings notified while nobody listened were missed.
+            keys.forget_cached();
             loop {
                 tokio::select! {
                     _ = shutdown.cancelled() => return,
                     message = listener.try_recv() => match message {
-                        // A notification, or (None) a reconnect after which rings may have been missed.
-                        Ok(_) => ring(&readers),
+                        Ok(Some(n)) if n.channel() == crate::forgetting::CHANNEL => {
+                            match crate::forgetting::heard(n.payload()) {
+                                Some((scope, id)) => keys.forgotten(scope, id),
+                                None => keys.forget_cached(),
+                            }
+                        }
+                        Ok(Some(_)) => ring(&readers),
+                        // A reconnect, after which rings and forgettings may have been missed.
+                        Ok(None) => {
+                            keys.forget_cached();
+                            ring(&readers);
+                        }
                         Err(e) => {
                             tracing::debug!(error = %e, "doorbell listener lost its connection");
                             ring(&readers);

@@ -137,6 +137,9 @@ pub struct KeyStore {
     master: Option<MasterKey>,
     /// Opened keys, and destroyed ones (`None`: destroyed for good).
     cache: quick_cache::sync::Cache<(Scope, Uuid), Option<Key>>,
+    /// Counts the forgettings this replica heard of: whoever keeps opened texts in memory
+    /// (the aggregates' slots) drops what it kept before the count moved.
+    forgettings: std::sync::atomic::AtomicU64,
 }
 
 impl KeyStore {
@@ -198,6 +201,7 @@ impl KeyStore {
             db: db.clone(),
             master,
             cache: quick_cache::sync::Cache::new(cached.max(16)),
+            forgettings: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -210,13 +214,14 @@ impl KeyStore {
         if let Some(key) = self.cache.get(&(scope, id)) {
             return Ok(Some(key));
         }
+        let heard = self.forgettings();
         let row = self
             .db
             .fetch_optional(SELECT_KEY, Args::new().text(scope.as_str()).uuid(id))
             .await?;
         let Some(row) = row else { return Ok(None) };
         let key = self.decode(scope, id, row.bytes("material")?, row.bool("wrapped")?)?;
-        self.cache.insert((scope, id), key.clone());
+        self.remember(scope, id, &key, heard);
         Ok(Some(key))
     }
 
@@ -246,13 +251,27 @@ impl KeyStore {
                 .to_string(),
             Dialect::Sqlite => format!("{sql} RETURNING material, wrapped"),
         };
+        let heard = self.forgettings();
         let made = self.db.fetch_optional(&sql, args).await?;
         let Some(row) = made else {
             return Ok(self.key(scope, id).await?.flatten());
         };
         let key = self.decode(scope, id, row.bytes("material")?, row.bool("wrapped")?)?;
-        self.cache.insert((scope, id), key.clone());
+        self.remember(scope, id, &key, heard);
         Ok(key)
+    }
+
+    /// Keeps a key read from the store in memory — unless a forgetting was heard of since
+    /// the read began (`heard`): the row read may be the one it destroyed.
+    fn remember(&self, scope: Scope, id: Uuid, key: &Option<Key>, heard: u64) {
+        if self.forgettings() == heard {
+            self.cache.insert((scope, id), key.clone());
+            // A forgetting heard of between the check and the insert takes it out again
+            // (a forgetting counts first and evicts after).
+            if self.forgettings() != heard {
+                self.cache.remove(&(scope, id));
+            }
+        }
     }
 
     /// The key of `scope` `id`, made in `tx` if there is none yet; `None` when it was
@@ -325,6 +344,28 @@ impl KeyStore {
     /// Drops the key of `scope` `id` from this replica's memory (destroyed elsewhere).
     pub fn evict(&self, scope: Scope, id: Uuid) {
         self.cache.remove(&(scope, id));
+    }
+
+    /// Hears that `scope` `id` was forgotten (here, or by another replica): its key leaves
+    /// memory and [`KeyStore::forgettings`] moves on.
+    pub fn forgotten(&self, scope: Scope, id: Uuid) {
+        self.forgettings
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        self.evict(scope, id);
+    }
+
+    /// Drops every key from memory, as if every party had been forgotten: for a replica
+    /// that may have missed hearing of a forgetting (its listener reconnected).
+    pub fn forget_cached(&self) {
+        self.forgettings
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        self.cache.clear();
+    }
+
+    /// How many forgettings this replica heard of: what was opened before it moved may
+    /// hold a forgotten text.
+    pub fn forgettings(&self) -> u64 {
+        self.forgettings.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// The key a row holds; `None` for a destroyed one (no material).

@@ -25,6 +25,7 @@ pub mod append;
 pub mod console_signouts;
 pub mod db;
 pub mod doorbell;
+pub mod forgetting;
 pub mod idempotency;
 pub mod keys;
 pub mod log;

@@ -46,6 +46,9 @@ type StoreResult<T> = Result<T, AggregateError<DomainError>>;
 struct Cached {
     state: Box<dyn Any + Send + Sync>,
     version: usize,
+    /// The forgettings heard of when the state was read ([`crate::keys::KeyStore::forgettings`]):
+    /// a state read before a forgetting may hold its texts, and is read again.
+    heard: u64,
 }
 
 /// One aggregate's lock and cached state.
@@ -58,6 +61,7 @@ pub struct PmContext<A> {
     aggregate_id: String,
     aggregate: A,
     version: usize,
+    heard: u64,
     slot: Held<Slot>,
 }
 
@@ -163,12 +167,14 @@ impl PmStore {
         load: Load,
     ) -> StoreResult<PmContext<A>> {
         let mut slot = self.lock_slot::<A>(aggregate_id).await;
-        if let Some(cached) = &slot.0 {
+        let heard = self.inner.appender.keys().forgettings();
+        if let Some(cached) = slot.0.as_ref().filter(|c| c.heard == heard) {
             if let Some(state) = cached.state.downcast_ref::<A>() {
                 return Ok(PmContext {
                     aggregate_id: aggregate_id.to_string(),
                     aggregate: state.clone(),
                     version: cached.version,
+                    heard,
                     slot,
                 });
             }
@@ -186,6 +192,7 @@ impl PmStore {
                 slot.0 = Some(Cached {
                     state: Box::new(aggregate.clone()),
                     version,
+                    heard,
                 });
             }
             (aggregate, version)
@@ -194,6 +201,7 @@ impl PmStore {
             aggregate_id: aggregate_id.to_string(),
             aggregate,
             version,
+            heard,
             slot,
         })
     }
@@ -276,6 +284,7 @@ impl PmStore {
             aggregate_id,
             aggregate,
             version,
+            heard,
             mut slot,
         } = context;
         if events.is_empty() {
@@ -316,6 +325,7 @@ impl PmStore {
         slot.0 = Some(Cached {
             state: Box::new(aggregate),
             version: version + events.len(),
+            heard,
         });
         drop(slot);
         for event_type in types {

@@ -92,8 +92,11 @@ async fn a_destroyed_key_is_gone_for_every_reader(db: TestDb) {
     assert!(read(&keys, Scope::Conversation, conversation)
         .await
         .is_none());
-    // Another replica holds it in memory until it evicts it (the `forgotten` fact tells it).
-    other.evict(Scope::Conversation, conversation);
+    // Another replica holds it in memory until it hears of the forgetting (`NOTIFY
+    // pm_forgotten`), which also tells whoever kept opened texts that they may be stale.
+    let heard = other.forgettings();
+    other.forgotten(Scope::Conversation, conversation);
+    assert_eq!(other.forgettings(), heard + 1);
     assert!(read(&other, Scope::Conversation, conversation)
         .await
         .is_none());

@@ -48,6 +48,7 @@ impl Schemas {
         schemas.runes::<TurnRune>();
         schemas.runes::<PlanRune>();
         schemas.runes::<ToolRune>();
+        super::forgettable::mark(&mut schemas.components, &schemas.payloads);
         schemas
     }
 

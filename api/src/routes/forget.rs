@@ -7,7 +7,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use pm_application::bus::Outcome;
+use pm_application::AppError;
 use pm_domain::forgetting::Forgotten;
+use pm_domain::DomainError;
 
 use super::workers::with_position;
 use crate::error::ApiError;
@@ -34,7 +36,16 @@ pub async fn actor(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let id = path_uuid(&id, "actor_not_found", "actor")?;
-    Ok(answer(state.commands.forget_actor(id, &ctx).await?))
+    match state.commands.forget_actor(id, &ctx).await {
+        Ok(outcome) => Ok(answer(outcome)),
+        // The path names it: a missing one is `404`, not a body's `422`.
+        Err(AppError::Domain(DomainError::ActorNotFound(_))) => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "actor_not_found",
+            format!("actor {id} does not exist"),
+        )),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// `POST /v1/conversations/{id}/forget`: `project_manager.conversation.forgotten`.

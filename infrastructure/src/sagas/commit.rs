@@ -10,7 +10,7 @@
 //! ends, so the rest of the transaction runs before it appends. They go
 //! through the log's one [`Appender`], which also rings the doorbell after the commit.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use chrono::{DateTime, Utc};
 use pm_application::log::LogPosition;
@@ -62,7 +62,8 @@ pub async fn commit(
     }
     super::leases::hold(&mut tx, &write.leases).await?;
     deadlines(&mut tx, write).await.map_err(sql_error)?;
-    rows(&mut tx, write).await.map_err(sql_error)?;
+    let forgotten = forgotten(&mut tx, write).await.map_err(sql_error)?;
+    rows(&mut tx, write, &forgotten).await.map_err(sql_error)?;
     inbox(&mut tx, write).await.map_err(sql_error)?;
     anomalies(&mut tx, write).await.map_err(sql_error)?;
     let runes: Vec<NewEvent> = write.runes.iter().map(rune).collect();
@@ -251,17 +252,56 @@ fn json<T: serde::Serialize>(value: &T) -> String {
 
 /// The rows of the sessions, agents, turns and tool calls the write changed: the last of
 /// each row's in the write wins (one statement may not change a row twice).
-async fn rows(tx: &mut Tx, write: &SagaWrite) -> Result<(), sqlx::Error> {
+/// The conversations of the write's tool calls that were forgotten (their key destroyed):
+/// read after the write's versions moved, so a forgetting that committed before is seen
+/// and one still to come waits for this write and scrubs what it wrote.
+async fn forgotten(tx: &mut Tx, write: &SagaWrite) -> Result<BTreeSet<Uuid>, sqlx::Error> {
+    let conversations: BTreeSet<Uuid> = write
+        .tool_calls
+        .iter()
+        .map(|c| c.call.conversation_id)
+        .collect();
+    let mut forgotten = BTreeSet::new();
+    for conversation in conversations {
+        let destroyed = tx
+            .fetch_optional(
+                "SELECT 1 AS n FROM pm_keys WHERE scope = $1 AND id = $2 AND length(material) = 0",
+                Args::new()
+                    .text(crate::keys::Scope::Conversation.as_str())
+                    .uuid(conversation),
+            )
+            .await?;
+        if destroyed.is_some() {
+            forgotten.insert(conversation);
+        }
+    }
+    Ok(forgotten)
+}
+
+async fn rows(
+    tx: &mut Tx,
+    write: &SagaWrite,
+    forgotten: &BTreeSet<Uuid>,
+) -> Result<(), sqlx::Error> {
     upsert(tx, &last_by_key(&write.sessions, |s| s.conversation_id)).await?;
     upsert(tx, &last_by_key(&write.agents, |a| a.id)).await?;
     upsert(tx, &last_by_key(&write.turns, |t| t.id)).await?;
-    upsert(
-        tx,
-        &last_by_key(&write.tool_calls, |c| {
-            ids::tool_call_id(c.call.turn_id, &c.call.call_id)
-        }),
-    )
-    .await
+    let mut calls = last_by_key(&write.tool_calls, |c| {
+        ids::tool_call_id(c.call.turn_id, &c.call.call_id)
+    });
+    // A forgotten conversation's texts are never written again, here as in the log.
+    for placed in calls
+        .iter_mut()
+        .filter(|c| forgotten.contains(&c.call.conversation_id))
+    {
+        placed.call.arguments = serde_json::Value::Null;
+        placed.call.comment = None;
+        if let Some(result) = &mut placed.call.result {
+            result.output = None;
+            result.error = None;
+        }
+    }
+    upsert(tx, &calls).await
 }
 
 /// What the write's agent runes do to the inboxes ([`InboxChange`], the domain's own

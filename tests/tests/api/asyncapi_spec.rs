@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 
 use jsonschema::{Draft, Validator};
-use pm_tests::{all_tokens, on_both_backends, TestDb, TestService};
+use pm_tests::{all_tokens, on_both_backends, TestDb, TestService, ADMIN};
 use serde_json::{json, Value};
 
 use crate::offline_schema::{errors, validator};
@@ -121,7 +121,19 @@ async fn events_of_a_run_match_their_schemas(db: TestDb) {
     let w = world(&svc).await;
     message(&svc, &w.conversation, &w.actor, "hello").await;
     wait_events(&svc, "types=turn.*", 1).await;
+    // Forgotten texts read `null` with `"forgotten": true`: the schemas say so too.
+    for path in [
+        format!("/v1/actors/{}/forget", w.actor),
+        format!("/v1/conversations/{}/forget", w.conversation),
+    ] {
+        let r = svc.post(Some(ADMIN), &path, &json!({})).await;
+        assert_eq!(r.status, 200, "{path}: {}", r.text);
+    }
     let logged = events(&svc, "").await;
+    assert!(
+        logged.iter().any(|e| e["data"]["forgotten"] == true),
+        "a payload shows its forgotten texts"
+    );
     let mut seen = BTreeSet::new();
     for event in &logged {
         let event_type = event["type"].as_str().expect("type");
