@@ -3,7 +3,9 @@
 //! in every answer that shows them, with `"forgotten": true`, and after `POST
 //! /v1/conversations/{id}/forget` every text of the conversation does — exactly those
 //! entities: the others read as written, without the mark; ids, counts and states stay.
-//! The answers are the documented ones, and the read model's views hold none of the texts.
+//! The answers are the documented ones, and the read model's views hold none of the texts
+//! — as the live projection applied the forgetting, and again after a rebuild, which reads
+//! the texts whose key was destroyed as `null` from the log.
 
 use pm_infrastructure::db::Args;
 use pm_infrastructure::Database;
@@ -155,23 +157,39 @@ async fn view_texts(db: &TestDb) -> String {
     all
 }
 
+/// Rebuilds the read model and asserts it skipped no fact.
+async fn rebuild(svc: &TestService) {
+    crate::reads::rebuild(svc).await;
+    let processors = svc.get(Some(ADMIN), "/v1/admin/processors").await;
+    assert!(
+        processors.text.contains("(0 skipped)"),
+        "{}",
+        processors.text
+    );
+}
+
 async fn forgetting_an_actor_nulls_their_name_and_what_they_wrote_only(db: TestDb) {
     let svc = TestService::start_with(config(&db)).await;
     let doc = svc.get(None, "/openapi.json").await.json;
     let m = write(&svc).await;
     let at = forget(&svc, &format!("actors/{}", m.ada)).await;
+    an_actor_forgotten(&svc, &db, &doc, &m, &at).await;
+    rebuild(&svc).await;
+    an_actor_forgotten(&svc, &db, &doc, &m, &at).await;
+    svc.stop().await;
+}
 
+async fn an_actor_forgotten(svc: &TestService, db: &TestDb, doc: &Value, m: &Made, at: &str) {
     let ada = format!("/v1/actors/{}", m.ada);
-    let ada = documented_read(&svc, &doc, ("/v1/actors/{id}", &ada), &at).await;
+    let ada = documented_read(svc, doc, ("/v1/actors/{id}", &ada), at).await;
     forgotten(&ada, &["display_name", "external_identity"]);
     assert_eq!(ada["id"], m.ada.as_str());
     assert_eq!(ada["kind"], "human");
-    let bob = read(&svc, &format!("/v1/actors/{}", m.bob), &at).await;
+    let bob = read(svc, &format!("/v1/actors/{}", m.bob), at).await;
     remembered(&bob, "display_name", &m.text("Bob"));
 
     let list = format!("/v1/conversations/{}/messages", m.shared);
-    let messages =
-        documented_read(&svc, &doc, ("/v1/conversations/{id}/messages", &list), &at).await;
+    let messages = documented_read(svc, doc, ("/v1/conversations/{id}/messages", &list), at).await;
     forgotten(
         by_id(&messages, &m.ada_says),
         &["content", "external_identity"],
@@ -184,28 +202,27 @@ async fn forgetting_an_actor_nulls_their_name_and_what_they_wrote_only(db: TestD
     );
     let one = format!("/v1/conversations/{}/messages/{}", m.shared, m.ada_says);
     let one = documented_read(
-        &svc,
-        &doc,
+        svc,
+        doc,
         ("/v1/conversations/{id}/messages/{child}", &one),
-        &at,
+        at,
     )
     .await;
     forgotten(&one, &["content", "external_identity"]);
 
-    let shared = read(&svc, &format!("/v1/conversations/{}", m.shared), &at).await;
+    let shared = read(svc, &format!("/v1/conversations/{}", m.shared), at).await;
     remembered(&shared, "title", &m.text("Shared"));
     assert_eq!(shared["message_count"], 2);
-    let task = read(&svc, &format!("/v1/tasks/{}", m.task), &at).await;
+    let task = read(svc, &format!("/v1/tasks/{}", m.task), at).await;
     remembered(&task, "instructions", &m.text("Instructions"));
 
-    let held = view_texts(&db).await;
+    let held = view_texts(db).await;
     for gone in ["Ada", "Ada-id", "Ada says", "Ada says-id"] {
         assert!(!held.contains(&m.text(gone)), "the views hold {gone:?}");
     }
     for kept in ["Bob", "Shared", "Summary", "Instructions", "Bob says"] {
         assert!(held.contains(&m.text(kept)), "the views lost {kept:?}");
     }
-    svc.stop().await;
 }
 
 async fn forgetting_a_conversation_nulls_every_text_of_it_only(db: TestDb) {
@@ -213,9 +230,15 @@ async fn forgetting_a_conversation_nulls_every_text_of_it_only(db: TestDb) {
     let doc = svc.get(None, "/openapi.json").await.json;
     let m = write(&svc).await;
     let at = forget(&svc, &format!("conversations/{}", m.shared)).await;
+    a_conversation_forgotten(&svc, &db, &doc, &m, &at).await;
+    rebuild(&svc).await;
+    a_conversation_forgotten(&svc, &db, &doc, &m, &at).await;
+    svc.stop().await;
+}
 
+async fn a_conversation_forgotten(svc: &TestService, db: &TestDb, doc: &Value, m: &Made, at: &str) {
     let path = format!("/v1/conversations/{}", m.shared);
-    let shared = documented_read(&svc, &doc, ("/v1/conversations/{id}", &path), &at).await;
+    let shared = documented_read(svc, doc, ("/v1/conversations/{id}", &path), at).await;
     forgotten(&shared, &["title"]);
     assert_eq!(shared["latest_checkpoint"]["summary"], Value::Null);
     assert_eq!(shared["latest_checkpoint"]["id"], m.checkpoint.as_str());
@@ -227,65 +250,54 @@ async fn forgetting_a_conversation_nulls_every_text_of_it_only(db: TestDb) {
         ),
         (json!(1), json!(2), json!(1))
     );
-    let list = documented_read(&svc, &doc, ("/v1/conversations", "/v1/conversations"), &at).await;
+    let list = documented_read(svc, doc, ("/v1/conversations", "/v1/conversations"), at).await;
     forgotten(by_id(&list, &m.shared), &["title"]);
     remembered(by_id(&list, &m.other), "title", &m.text("Other"));
 
     let path = format!("/v1/conversations/{}/checkpoints", m.shared);
-    let checkpoints = documented_read(
-        &svc,
-        &doc,
-        ("/v1/conversations/{id}/checkpoints", &path),
-        &at,
-    )
-    .await;
+    let checkpoints =
+        documented_read(svc, doc, ("/v1/conversations/{id}/checkpoints", &path), at).await;
     forgotten(by_id(&checkpoints, &m.checkpoint), &["summary"]);
     let path = format!(
         "/v1/conversations/{}/checkpoints/{}",
         m.shared, m.checkpoint
     );
     let one = documented_read(
-        &svc,
-        &doc,
+        svc,
+        doc,
         ("/v1/conversations/{id}/checkpoints/{child}", &path),
-        &at,
+        at,
     )
     .await;
     forgotten(&one, &["summary"]);
 
     let path = format!("/v1/tasks/{}", m.task);
-    let task = documented_read(&svc, &doc, ("/v1/tasks/{id}", &path), &at).await;
+    let task = documented_read(svc, doc, ("/v1/tasks/{id}", &path), at).await;
     forgotten(&task, &["instructions"]);
     assert_eq!(task["status"], "NOT_STARTED");
-    let tasks = documented_read(&svc, &doc, ("/v1/tasks", "/v1/tasks"), &at).await;
+    let tasks = documented_read(svc, doc, ("/v1/tasks", "/v1/tasks"), at).await;
     forgotten(by_id(&tasks, &m.task), &["instructions"]);
     let path = format!("/v1/conversations/{}/tasks", m.shared);
-    let tasks = documented_read(&svc, &doc, ("/v1/conversations/{id}/tasks", &path), &at).await;
+    let tasks = documented_read(svc, doc, ("/v1/conversations/{id}/tasks", &path), at).await;
     forgotten(by_id(&tasks, &m.task), &["instructions"]);
 
     let path = format!("/v1/conversations/{}/messages", m.shared);
-    let messages =
-        documented_read(&svc, &doc, ("/v1/conversations/{id}/messages", &path), &at).await;
+    let messages = documented_read(svc, doc, ("/v1/conversations/{id}/messages", &path), at).await;
     for said in [&m.ada_says, &m.bob_says] {
         forgotten(by_id(&messages, said), &["content", "external_identity"]);
     }
-    let elsewhere = read(
-        &svc,
-        &format!("/v1/conversations/{}/messages", m.other),
-        &at,
-    )
-    .await;
+    let elsewhere = read(svc, &format!("/v1/conversations/{}/messages", m.other), at).await;
     remembered(
         by_id(&elsewhere, &m.other_says),
         "content",
         &m.text("Bob elsewhere"),
     );
     for actor in [&m.ada, &m.bob] {
-        let a = read(&svc, &format!("/v1/actors/{actor}"), &at).await;
+        let a = read(svc, &format!("/v1/actors/{actor}"), at).await;
         assert!(a.get("forgotten").is_none(), "{a}");
     }
 
-    let held = view_texts(&db).await;
+    let held = view_texts(db).await;
     for gone in [
         "Shared",
         "Summary",
@@ -299,7 +311,6 @@ async fn forgetting_a_conversation_nulls_every_text_of_it_only(db: TestDb) {
     for kept in ["Ada", "Bob", "Other", "Bob elsewhere"] {
         assert!(held.contains(&m.text(kept)), "the views lost {kept:?}");
     }
-    svc.stop().await;
 }
 
 on_both_backends!(
