@@ -97,7 +97,7 @@ async fn generation(db: &Database) -> Result<i64, sqlx::Error> {
 }
 
 /// Runs DDL statements in order.
-async fn run_all(
+pub(super) async fn run_all(
     tx: &mut Tx,
     statements: impl IntoIterator<Item = String>,
 ) -> Result<(), sqlx::Error> {

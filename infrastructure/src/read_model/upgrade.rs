@@ -11,6 +11,7 @@
 //! old generation or the new one, whole; the live projection waits. Generation N's tables
 //! are dropped in the same transaction.
 
+use super::rebuild::run_all;
 use super::schema::{create_statements, drop_statements, table, view_statements, FORGETTABLE};
 use super::READ_MODEL;
 use crate::db::{Args, Tx};
@@ -42,17 +43,6 @@ async fn outdated(tx: &mut Tx, g: i64) -> Result<bool, sqlx::Error> {
         }
     }
     Ok(false)
-}
-
-/// Runs DDL statements in order.
-async fn run_all(
-    tx: &mut Tx,
-    statements: impl IntoIterator<Item = String>,
-) -> Result<(), sqlx::Error> {
-    for statement in statements {
-        tx.execute(&statement, Args::new()).await?;
-    }
-    Ok(())
 }
 
 /// Upgrades generation `g` when an earlier version made it ([`outdated`]): its rows are
