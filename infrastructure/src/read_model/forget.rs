@@ -81,11 +81,20 @@ pub(super) async fn apply(
     forgotten: &[(Party, Uuid)],
 ) -> Result<(), ApplyError> {
     for (party, id) in forgotten {
-        for (whose, table_name, columns, by) in CLEARED {
-            if whose == party {
-                let sql = clear_statement(g, table_name, columns, by);
-                tx.execute(&sql, Args::new().uuid(*id)).await?;
-            }
+        clear(tx, g, *party, *id).await?;
+    }
+    Ok(())
+}
+
+/// Clears the texts `party` `id` sealed from the rows of generation `g`.
+///
+/// # Errors
+/// A failed statement.
+pub(super) async fn clear(tx: &mut Tx, g: i64, party: Party, id: Uuid) -> Result<(), sqlx::Error> {
+    for (whose, table_name, columns, by) in CLEARED {
+        if *whose == party {
+            let sql = clear_statement(g, table_name, columns, by);
+            tx.execute(&sql, Args::new().uuid(id)).await?;
         }
     }
     Ok(())

@@ -10,6 +10,14 @@
 //! transaction, which holds the processor row (as a rebuild's swap does): readers see the
 //! old generation or the new one, whole; the live projection waits. Generation N's tables
 //! are dropped in the same transaction.
+//!
+//! A version that destroyed keys but did not yet clear the read model may have left the
+//! texts of forgotten parties (or their stand-ins) in it: every party whose key is a
+//! tombstone (`pm_keys`, a row without material) is forgotten again in the new
+//! generation, as its `forgotten` fact would have been ([`super::forget`]).
+
+use pm_domain::forgetting::Party;
+use uuid::Uuid;
 
 use super::rebuild::run_all;
 use super::schema::{create_statements, drop_statements, table, view_statements, FORGETTABLE};
@@ -43,6 +51,29 @@ async fn outdated(tx: &mut Tx, g: i64) -> Result<bool, sqlx::Error> {
         }
     }
     Ok(false)
+}
+
+/// The parties forgotten so far: their keys' tombstones.
+async fn forgotten_parties(tx: &mut Tx) -> Result<Vec<(Party, Uuid)>, sqlx::Error> {
+    let rows = tx
+        .fetch_all(
+            "SELECT scope, id FROM pm_keys WHERE length(material) = 0",
+            Args::new(),
+        )
+        .await?;
+    let mut parties = Vec::with_capacity(rows.len());
+    for row in rows {
+        let party = match row.string("scope")?.as_str() {
+            "actor" => Party::Actor,
+            "conversation" => Party::Conversation,
+            other => {
+                let unknown = format!("a key of unknown scope {other:?}");
+                return Err(sqlx::Error::Decode(unknown.into()));
+            }
+        };
+        parties.push((party, row.uuid("id")?));
+    }
+    Ok(parties)
 }
 
 /// Upgrades generation `g` when an earlier version made it ([`outdated`]): its rows are
@@ -88,6 +119,9 @@ pub(super) async fn upgrade(tx: &mut Tx, g: i64) -> Result<i64, sqlx::Error> {
             table(g, name)
         );
         tx.execute(&copy, Args::new()).await?;
+    }
+    for (party, id) in forgotten_parties(tx).await? {
+        super::forget::clear(tx, new, party, id).await?;
     }
     tx.execute(
         "UPDATE processors SET generation = $2 WHERE name = $1",

@@ -2,7 +2,9 @@
 //! ([`ensure_schema`]): its rows are copied into a new generation with nullable personal
 //! texts and `forgotten`, the views point at it and serve the same rows, the projection
 //! can forget in it, and a second start changes nothing — without the log (this database
-//! has none). On PostgreSQL the new tables are protected for analysts as a start's are.
+//! has none). On PostgreSQL the new tables are protected for analysts as a start's are. A
+//! party an earlier version forgot (its key a tombstone) without clearing the read model
+//! is cleared by the upgrade.
 
 use chrono::{TimeZone, Utc};
 use pm_application::log::{LogPosition, LoggedEvent};
@@ -222,4 +224,50 @@ async fn an_old_read_model_is_upgraded_in_place_at_start(db: TestDb) {
     assert_eq!(generation(&database).await, 2);
 }
 
-pm_test_db::on_both_backends!(an_old_read_model_is_upgraded_in_place_at_start);
+/// A row of `sql` with `id` as `$1`: its `text` column and `forgotten`.
+async fn text_of(db: &Database, sql: &str, id: Uuid) -> (Option<String>, bool) {
+    let row = db
+        .fetch_optional(sql, Args::new().uuid(id))
+        .await
+        .expect("read")
+        .expect("the row");
+    (
+        row.opt_string("text").expect("text"),
+        row.bool("forgotten").expect("a flag"),
+    )
+}
+
+async fn a_party_forgotten_before_the_read_model_could_is_cleared_by_the_upgrade(db: TestDb) {
+    let database = super::support::migrated(&db, 4).await;
+    super::support::processor_row(&database, READ_MODEL).await;
+    an_old_read_model(&database).await;
+    // A version that destroyed keys before the read model cleared texts forgot Ada.
+    database
+        .execute(
+            "INSERT INTO pm_keys (scope, id, material, wrapped, created_at) VALUES ('actor', $1, $2, $3, $4)",
+            Args::new()
+                .uuid(ACTOR)
+                .bytes(Vec::new())
+                .bool(false)
+                .time(&Utc::now()),
+        )
+        .await
+        .expect("a tombstone");
+
+    ensure_schema(&database).await.expect("the start upgrades");
+
+    let actor = "SELECT display_name AS text, forgotten FROM actors WHERE id = $1";
+    assert_eq!(text_of(&database, actor, ACTOR).await, (None, true));
+    let message = "SELECT content AS text, forgotten FROM messages WHERE actor_id = $1";
+    assert_eq!(text_of(&database, message, ACTOR).await, (None, true));
+    let conversation = "SELECT title AS text, forgotten FROM conversations WHERE id = $1";
+    assert_eq!(
+        text_of(&database, conversation, CONVERSATION).await,
+        (Some("Fix it".into()), false)
+    );
+}
+
+pm_test_db::on_both_backends!(
+    an_old_read_model_is_upgraded_in_place_at_start,
+    a_party_forgotten_before_the_read_model_could_is_cleared_by_the_upgrade,
+);
