@@ -4,6 +4,7 @@
 //! domain's facts themselves; the others add what the read model derives.
 
 mod conversation;
+mod forgettable;
 mod page;
 mod processor;
 mod saga;
@@ -11,6 +12,7 @@ mod stats;
 mod task;
 
 pub use conversation::{ConversationView, LatestCheckpoint, TaskCounts};
+pub use forgettable::{Forgettable, Personal, FORGOTTEN};
 pub use page::Page;
 pub use processor::{
     ParkedEvent, ProcessorLag, ProcessorRecord, ProcessorReport, ReplicaView, RunnerView,

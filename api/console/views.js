@@ -6,10 +6,15 @@ import { h, section, shortId, state, table, time } from './dom.js';
 
 const RUNNING = ['dispatched', 'streaming', 'tool_executing'];
 
+/** A conversation's title as shown: a forgotten one's reads `null`, and says so. */
+function titleOf(c) {
+  return c.title ?? '(forgotten)';
+}
+
 /** `{id: title}` of the conversations (the read model's). */
 async function titles() {
   const conversations = await all('/v1/conversations', 2000);
-  return Object.fromEntries(conversations.map((c) => [c.id, c.title]));
+  return Object.fromEntries(conversations.map((c) => [c.id, titleOf(c)]));
 }
 
 function conversationLink(id, names) {
@@ -161,7 +166,7 @@ export async function conversation(ctx, id) {
     all(`/v1/tool-calls?conversation_id=${id}`),
     lastEvents(id),
   ]);
-  const title = conv ? conv.title : id;
+  const title = conv ? titleOf(conv) : id;
   const names = { [id]: title };
   return h('div', {},
     h('h1', {}, title),

@@ -3,6 +3,7 @@
 //! ([`security`]) and every status it can answer ([`responses`]).
 
 mod flatten;
+mod forgotten;
 mod responses;
 mod security;
 
@@ -114,6 +115,7 @@ pub fn document() -> Value {
         responses::complete(op, endpoint.path, endpoint.access);
     }
     security::add_scheme(&mut doc);
+    forgotten::describe(&mut doc["components"]["schemas"]);
     let schemas = doc["components"]["schemas"].clone();
     flatten::flatten_all_of(&mut doc, &schemas);
     doc

@@ -25,8 +25,8 @@ use crate::read_model::READ_MODEL;
 use crate::sagas::SAGAS;
 use crate::scope::Scope;
 use crate::views::{
-    ConversationView, Page, PageRequest, StatsGroup, TaskCheckpointView, TaskDetail, TaskStatsView,
-    TaskView,
+    ConversationView, Forgettable, Page, PageRequest, StatsGroup, TaskCheckpointView, TaskDetail,
+    TaskStatsView, TaskView,
 };
 use crate::AppError;
 use tokio::sync::watch;
@@ -75,7 +75,9 @@ pub struct MessageFilter {
 }
 
 /// Read access to the read model. Lists and statistics take the caller's [`Scope`]; one
-/// thing is read by id once the HTTP layer has checked the caller may see it.
+/// thing is read by id once the HTTP layer has checked the caller may see it. Entities
+/// that show personal texts come as [`Forgettable`]: once their party is forgotten their
+/// texts are shown `null` (TRUST.md "Forgetting a person").
 ///
 /// # Errors
 /// Every method fails with [`AppError::Unavailable`] when the store cannot be read.
@@ -84,53 +86,56 @@ pub trait ReadModelStore: Send + Sync + 'static {
     fn actor(
         &self,
         id: Uuid,
-    ) -> impl Future<Output = Result<Option<ActorRegistered>, AppError>> + Send;
+    ) -> impl Future<Output = Result<Option<Forgettable<ActorRegistered>>, AppError>> + Send;
     /// The conversation with its latest checkpoint and counts.
     fn conversation(
         &self,
         id: Uuid,
-    ) -> impl Future<Output = Result<Option<ConversationView>, AppError>> + Send;
+    ) -> impl Future<Output = Result<Option<Forgettable<ConversationView>>, AppError>> + Send;
     /// Conversations matching `filter`, oldest first.
     fn conversations(
         &self,
         scope: &Scope,
         filter: &ConversationFilter,
         page: &PageRequest,
-    ) -> impl Future<Output = Result<Page<ConversationView>, AppError>> + Send;
+    ) -> impl Future<Output = Result<Page<Forgettable<ConversationView>>, AppError>> + Send;
     /// A conversation's checkpoints in log order.
     fn checkpoints(
         &self,
         conversation_id: Uuid,
         page: &PageRequest,
-    ) -> impl Future<Output = Result<Page<ConversationCheckpointCreated>, AppError>> + Send;
+    ) -> impl Future<Output = Result<Page<Forgettable<ConversationCheckpointCreated>>, AppError>> + Send;
     /// One checkpoint of a conversation.
     fn checkpoint(
         &self,
         conversation_id: Uuid,
         id: Uuid,
-    ) -> impl Future<Output = Result<Option<ConversationCheckpointCreated>, AppError>> + Send;
+    ) -> impl Future<Output = Result<Option<Forgettable<ConversationCheckpointCreated>>, AppError>> + Send;
     /// A conversation's messages in `time` order.
     fn messages(
         &self,
         conversation_id: Uuid,
         filter: &MessageFilter,
         page: &PageRequest,
-    ) -> impl Future<Output = Result<Page<MessageAdded>, AppError>> + Send;
+    ) -> impl Future<Output = Result<Page<Forgettable<MessageAdded>>, AppError>> + Send;
     /// One message of a conversation.
     fn message(
         &self,
         conversation_id: Uuid,
         id: Uuid,
-    ) -> impl Future<Output = Result<Option<MessageAdded>, AppError>> + Send;
+    ) -> impl Future<Output = Result<Option<Forgettable<MessageAdded>>, AppError>> + Send;
     /// Tasks matching `filter`, oldest first.
     fn tasks(
         &self,
         scope: &Scope,
         filter: &TaskFilter,
         page: &PageRequest,
-    ) -> impl Future<Output = Result<Page<TaskView>, AppError>> + Send;
+    ) -> impl Future<Output = Result<Page<Forgettable<TaskView>>, AppError>> + Send;
     /// The task with its status and checkpoint history.
-    fn task(&self, id: Uuid) -> impl Future<Output = Result<Option<TaskDetail>, AppError>> + Send;
+    fn task(
+        &self,
+        id: Uuid,
+    ) -> impl Future<Output = Result<Option<Forgettable<TaskDetail>>, AppError>> + Send;
     /// One checkpoint of a task.
     fn task_checkpoint(
         &self,

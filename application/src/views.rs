@@ -13,9 +13,9 @@ mod page;
 pub use event::CloudEvent;
 pub use page::{List, PageCursor, PageRequest};
 pub use pm_api_types::views::{
-    ranks, AgentView, AnomalyInstance, AnomalyView, ConversationView, CycleTime, GroupKey,
-    LatestCheckpoint, LeaseView, Page, ParkedEvent, ProcessorLag, ProcessorRecord, ProcessorReport,
-    ReplicaView, RunnerView, SessionSnapshot, SessionView, StatsGroup, TaskCheckpointView,
-    TaskCounts, TaskDetail, TaskStats, TaskStatsGroup, TaskStatsView, TaskView, ToolCallView,
-    ToolResultView, TurnView, PERCENTILE_TENTHS,
+    ranks, AgentView, AnomalyInstance, AnomalyView, ConversationView, CycleTime, Forgettable,
+    GroupKey, LatestCheckpoint, LeaseView, Page, ParkedEvent, ProcessorLag, ProcessorRecord,
+    ProcessorReport, ReplicaView, RunnerView, SessionSnapshot, SessionView, StatsGroup,
+    TaskCheckpointView, TaskCounts, TaskDetail, TaskStats, TaskStatsGroup, TaskStatsView, TaskView,
+    ToolCallView, ToolResultView, TurnView, PERCENTILE_TENTHS,
 };

@@ -10,11 +10,13 @@
 
 mod batch;
 mod error;
+mod forget;
 mod projection;
 pub mod query;
 pub mod rebuild;
 pub mod schema;
 mod skipping;
+mod upgrade;
 
 pub use projection::ReadModelProjection;
 

@@ -28,11 +28,12 @@ impl Dialect {
         }
     }
 
-    /// A column type for DDL: `uuid` and `timestamptz` are `text` in SQLite.
+    /// A column type for DDL: `uuid` and `timestamptz` are `text` in SQLite, `boolean` an
+    /// `integer` (0 or 1, as the migrations' booleans).
     pub fn ty(self, pg_type: &'static str) -> &'static str {
         match (self, pg_type) {
             (Self::Sqlite, "uuid" | "timestamptz") => "text",
-            (Self::Sqlite, "bigint") => "integer",
+            (Self::Sqlite, "bigint" | "boolean") => "integer",
             (_, t) => t,
         }
     }

@@ -1,7 +1,9 @@
 //! The query endpoints of API.md over the read model: filters, keyset pagination
 //! (`limit`, opaque `cursor`, `next_cursor`), `404` with the entity's code for unknown ids,
 //! and `?min_position=` read-your-writes (waits up to 5 s, then `503 projection_lagging`).
-//! Each answers a typed view of the application's query side.
+//! Each answers a typed view of the application's query side; entities whose party was
+//! forgotten show their personal texts `null` and `"forgotten": true` ([`Forgettable`];
+//! the document describes it, [`crate::openapi`]).
 
 mod params;
 
@@ -9,8 +11,8 @@ use axum::extract::{Path, State};
 use axum::Json;
 use pm_application::queries::{ConversationFilter, MessageFilter, ReadModelStore, TaskFilter};
 use pm_application::views::{
-    ConversationView, List, Page, StatsGroup, TaskCheckpointView, TaskDetail, TaskStatsView,
-    TaskView,
+    ConversationView, Forgettable, List, Page, StatsGroup, TaskCheckpointView, TaskDetail,
+    TaskStatsView, TaskView,
 };
 use pm_domain::actor::ActorRegistered;
 use pm_domain::checkpoint::ConversationCheckpointCreated;
@@ -35,7 +37,7 @@ pub async fn actor(
     State(state): State<AppState>,
     Path(id): Path<String>,
     ApiQuery(p): ApiQuery<ListParams>,
-) -> Result<Json<ActorRegistered>, ApiError> {
+) -> Result<Json<Forgettable<ActorRegistered>>, ApiError> {
     let id = path_uuid(&id, "actor_not_found", "actor")?;
     let read = read_your_writes(&state, &p.min_position).await?;
     found(read.actor(id).await?, "actor_not_found", "actor", id)
@@ -49,7 +51,7 @@ pub async fn conversations(
     caller: Caller,
     ApiQuery(f): ApiQuery<ConversationParams>,
     ApiQuery(p): ApiQuery<ListParams>,
-) -> Result<Json<Page<ConversationView>>, ApiError> {
+) -> Result<Json<Page<Forgettable<ConversationView>>>, ApiError> {
     let page = page_request(&p, List::Conversations)?;
     let latest_checkpoint_type = f
         .latest_checkpoint_type
@@ -82,7 +84,7 @@ pub async fn conversation(
     State(state): State<AppState>,
     Path(id): Path<String>,
     ApiQuery(p): ApiQuery<ListParams>,
-) -> Result<Json<ConversationView>, ApiError> {
+) -> Result<Json<Forgettable<ConversationView>>, ApiError> {
     let id = path_uuid(&id, "conversation_not_found", "conversation")?;
     let read = read_your_writes(&state, &p.min_position).await?;
     found(
@@ -100,7 +102,7 @@ pub async fn checkpoints(
     State(state): State<AppState>,
     Path(id): Path<String>,
     ApiQuery(p): ApiQuery<ListParams>,
-) -> Result<Json<Page<ConversationCheckpointCreated>>, ApiError> {
+) -> Result<Json<Page<Forgettable<ConversationCheckpointCreated>>>, ApiError> {
     let id = path_uuid(&id, "conversation_not_found", "conversation")?;
     let page = page_request(&p, List::Checkpoints)?;
     let read = read_your_writes(&state, &p.min_position).await?;
@@ -116,7 +118,7 @@ pub async fn messages(
     Path(id): Path<String>,
     ApiQuery(f): ApiQuery<MessageParams>,
     ApiQuery(p): ApiQuery<ListParams>,
-) -> Result<Json<Page<MessageAdded>>, ApiError> {
+) -> Result<Json<Page<Forgettable<MessageAdded>>>, ApiError> {
     let id = path_uuid(&id, "conversation_not_found", "conversation")?;
     let page = page_request(&p, List::Messages)?;
     let filter = MessageFilter {
@@ -136,7 +138,7 @@ pub async fn conversation_tasks(
     caller: Caller,
     Path(id): Path<String>,
     ApiQuery(p): ApiQuery<ListParams>,
-) -> Result<Json<Page<TaskView>>, ApiError> {
+) -> Result<Json<Page<Forgettable<TaskView>>>, ApiError> {
     let id = path_uuid(&id, "conversation_not_found", "conversation")?;
     let page = page_request(&p, List::Tasks)?;
     let read = read_your_writes(&state, &p.min_position).await?;
@@ -156,7 +158,7 @@ pub async fn tasks(
     caller: Caller,
     ApiQuery(f): ApiQuery<TaskParams>,
     ApiQuery(p): ApiQuery<ListParams>,
-) -> Result<Json<Page<TaskView>>, ApiError> {
+) -> Result<Json<Page<Forgettable<TaskView>>>, ApiError> {
     let page = page_request(&p, List::Tasks)?;
     let status = f
         .status
@@ -185,7 +187,7 @@ pub async fn task(
     State(state): State<AppState>,
     Path(id): Path<String>,
     ApiQuery(p): ApiQuery<ListParams>,
-) -> Result<Json<TaskDetail>, ApiError> {
+) -> Result<Json<Forgettable<TaskDetail>>, ApiError> {
     let id = path_uuid(&id, "task_not_found", "task")?;
     let read = read_your_writes(&state, &p.min_position).await?;
     found(read.task(id).await?, "task_not_found", "task", id)
@@ -222,7 +224,7 @@ pub async fn checkpoint(
     State(state): State<AppState>,
     Path(p): Path<ChildPath>,
     ApiQuery(q): ApiQuery<ListParams>,
-) -> Result<Json<ConversationCheckpointCreated>, ApiError> {
+) -> Result<Json<Forgettable<ConversationCheckpointCreated>>, ApiError> {
     let conversation = path_uuid(&p.id, "conversation_not_found", "conversation")?;
     let id = path_uuid(&p.child, "checkpoint_not_found", "checkpoint")?;
     let read = read_your_writes(&state, &q.min_position).await?;
@@ -242,7 +244,7 @@ pub async fn message(
     State(state): State<AppState>,
     Path(p): Path<ChildPath>,
     ApiQuery(q): ApiQuery<ListParams>,
-) -> Result<Json<MessageAdded>, ApiError> {
+) -> Result<Json<Forgettable<MessageAdded>>, ApiError> {
     let conversation = path_uuid(&p.id, "conversation_not_found", "conversation")?;
     let id = path_uuid(&p.child, "message_not_found", "message")?;
     let read = read_your_writes(&state, &q.min_position).await?;

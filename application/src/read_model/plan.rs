@@ -30,6 +30,8 @@ pub struct ConversationDelta {
     pub statuses: [i64; TaskStatus::COUNT],
     /// The batch's latest checkpoint of the conversation.
     pub latest: Option<ConversationCheckpointCreated>,
+    /// Whether that checkpoint's summary could not be read (its party forgotten).
+    pub latest_forgotten: bool,
     /// The newest server time among the batch's facts of the conversation.
     pub updated_at: Option<DateTime<Utc>>,
 }
@@ -84,42 +86,51 @@ impl TaskState {
 #[error("{0}")]
 pub struct Unplannable(pub String);
 
-/// Rows to insert and deltas to apply for one batch.
+/// A fact read from the log, and whether some of its texts could not be read (its party
+/// forgotten: they hold [`pm_domain::personal::STAND_IN`], and are stored as NULL with
+/// the row's `forgotten` set).
+pub type ReadFact<'a> = (&'a LoggedEvent, Fact, bool);
+
+/// Rows to insert and deltas to apply for one batch. Each row to insert carries whether
+/// its fact's texts were unreadable (see [`ReadFact`]).
 #[derive(Debug, Default)]
 pub struct Plan<'a> {
     /// Actors to insert.
-    pub actors: Vec<&'a ActorRegistered>,
+    pub actors: Vec<(&'a ActorRegistered, bool)>,
     /// Conversations to insert, with their `updated_at` (the fact's server time).
-    pub started: Vec<(&'a ConversationStarted, DateTime<Utc>)>,
+    pub started: Vec<(&'a ConversationStarted, DateTime<Utc>, bool)>,
     /// Conversation members: (conversation, actor, ordinal).
     pub members: Vec<(Uuid, Uuid, i64)>,
     /// Conversation checkpoints with their log positions.
-    pub checkpoints: Vec<(&'a ConversationCheckpointCreated, LogPosition)>,
+    pub checkpoints: Vec<(&'a ConversationCheckpointCreated, LogPosition, bool)>,
     /// Tasks to insert with their creation stream sequence.
-    pub new_tasks: Vec<(&'a TaskCreated, i64)>,
+    pub new_tasks: Vec<(&'a TaskCreated, i64, bool)>,
     /// Task checkpoints with their stream sequence.
     pub task_checkpoints: Vec<(&'a TaskCheckpointCreated, i64)>,
     /// Messages with their log positions.
-    pub messages: Vec<(&'a MessageAdded, LogPosition)>,
+    pub messages: Vec<(&'a MessageAdded, LogPosition, bool)>,
     /// Every task the batch creates or checkpoints, in its state after the batch.
     pub tasks: HashMap<Uuid, TaskState>,
     /// Tasks created in this batch.
     pub created_here: HashSet<Uuid>,
     /// Deltas per conversation.
     pub conversations: HashMap<Uuid, ConversationDelta>,
-    /// The parties forgotten in this batch, in log order.
+    /// The parties forgotten in this batch, in log order: applied after the batch's rows
+    /// (a fact logged after a forgetting reads its texts unreadable already, so only the
+    /// rows before it have texts to clear).
     pub forgotten: Vec<(Party, Uuid)>,
 }
 
-/// Reads a batch's facts (skipping events that are not facts, e.g. runes).
+/// Reads a batch's facts (skipping events that are not facts, e.g. runes), texts that
+/// cannot be read included ([`Fact::from_logged_unreadable`]).
 ///
 /// # Errors
 /// [`Unplannable`] for a fact whose payload does not parse.
-pub fn read(events: &[LoggedEvent]) -> Result<Vec<(&LoggedEvent, Fact)>, Unplannable> {
+pub fn read(events: &[LoggedEvent]) -> Result<Vec<ReadFact<'_>>, Unplannable> {
     let mut facts = Vec::with_capacity(events.len());
     for e in events {
-        match Fact::from_logged(e) {
-            Ok(f) => facts.push((e, f)),
+        match Fact::from_logged_unreadable(e) {
+            Ok((f, unreadable)) => facts.push((e, f, unreadable)),
             Err(FactError::Unknown(_)) => {}
             Err(err) => return Err(Unplannable(err.to_string())),
         }
@@ -129,17 +140,17 @@ pub fn read(events: &[LoggedEvent]) -> Result<Vec<(&LoggedEvent, Fact)>, Unplann
 
 /// The tasks created before this batch that it checkpoints: their stored state must be
 /// loaded and passed to [`plan`].
-pub fn earlier_tasks(facts: &[(&LoggedEvent, Fact)]) -> Vec<Uuid> {
+pub fn earlier_tasks(facts: &[ReadFact<'_>]) -> Vec<Uuid> {
     let created: HashSet<Uuid> = facts
         .iter()
-        .filter_map(|(_, f)| match f {
+        .filter_map(|(_, f, _)| match f {
             Fact::TaskCreated(t) => Some(t.id),
             _ => None,
         })
         .collect();
     facts
         .iter()
-        .filter_map(|(_, f)| match f {
+        .filter_map(|(_, f, _)| match f {
             Fact::TaskCheckpointCreated(c) if !created.contains(&c.task_id) => Some(c.task_id),
             _ => None,
         })
@@ -153,30 +164,33 @@ pub fn earlier_tasks(facts: &[(&LoggedEvent, Fact)]) -> Vec<Uuid> {
 /// # Errors
 /// [`Unplannable`] when a task checkpoint names a task the read model does not have.
 pub fn plan<'a>(
-    facts: &'a [(&LoggedEvent, Fact)],
+    facts: &'a [ReadFact<'_>],
     preloaded: HashMap<Uuid, TaskState>,
 ) -> Result<Plan<'a>, Unplannable> {
     let mut p = Plan {
         tasks: preloaded,
         ..Plan::default()
     };
-    for (e, fact) in facts {
+    for (e, fact, unreadable) in facts {
+        let unreadable = *unreadable;
         match fact {
-            Fact::ActorRegistered(f) => p.actors.push(f),
+            Fact::ActorRegistered(f) => p.actors.push((f, unreadable)),
             Fact::ActorForgotten(f) => p.forgotten.push((Party::Actor, f.id)),
             Fact::ConversationForgotten(f) => p.forgotten.push((Party::Conversation, f.id)),
             Fact::ConversationStarted(f) => {
                 for (ordinal, actor) in f.actor_ids.iter().enumerate() {
                     p.members.push((f.id, *actor, ordinal as i64));
                 }
-                p.started.push((f, e.recorded_at().unwrap_or(f.created_at)));
+                p.started
+                    .push((f, e.recorded_at().unwrap_or(f.created_at), unreadable));
             }
             Fact::ConversationCheckpointCreated(f) => {
                 let c = p.conversations.entry(f.conversation_id).or_default();
                 c.checkpoints += 1;
                 c.latest = Some(f.clone());
+                c.latest_forgotten = unreadable;
                 c.touch(e.recorded_at().unwrap_or(f.created_at));
-                p.checkpoints.push((f, e.position));
+                p.checkpoints.push((f, e.position, unreadable));
             }
             Fact::TaskCreated(f) => {
                 let c = p.conversations.entry(f.conversation_id).or_default();
@@ -188,7 +202,7 @@ pub fn plan<'a>(
                     TaskState::stored(f.conversation_id, TaskStatus::NotStarted, e.sequence),
                 );
                 p.created_here.insert(f.id);
-                p.new_tasks.push((f, e.sequence));
+                p.new_tasks.push((f, e.sequence, unreadable));
             }
             Fact::TaskCheckpointCreated(f) => {
                 let task = p.tasks.get_mut(&f.task_id).ok_or_else(|| {
@@ -221,7 +235,7 @@ pub fn plan<'a>(
                 let c = p.conversations.entry(f.conversation_id).or_default();
                 c.messages += 1;
                 c.touch(e.recorded_at().unwrap_or(f.time));
-                p.messages.push((f, e.position));
+                p.messages.push((f, e.position, unreadable));
             }
         }
     }

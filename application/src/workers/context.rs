@@ -12,21 +12,26 @@ use pm_domain::saga::TurnInput;
 use crate::log::{LogPosition, LogReader};
 use crate::processor::ProcessorStore;
 use crate::queries::{Queries, ReadModelStore, SagaReadStore};
-use crate::views::{ConversationView, TaskDetail, ToolCallView, TurnView};
+use crate::views::{ConversationView, Forgettable, TaskDetail, ToolCallView, TurnView};
 use crate::AppError;
 
-/// What a worker needs to work its turn, without another read.
+/// What a worker needs to work its turn, without another read. Its entities are shown
+/// as every answer shows them: forgotten texts `null` (TRUST.md "Forgetting a person").
 #[derive(Debug, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ClaimContext {
     /// The conversation, with its latest checkpoint.
-    pub conversation: Option<ConversationView>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<ConversationView>))]
+    pub conversation: Option<Forgettable<ConversationView>>,
     /// The human message the turn answers (input `message`).
-    pub message: Option<MessageAdded>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<MessageAdded>))]
+    pub message: Option<Forgettable<MessageAdded>>,
     /// The `NEED_INFORMATION` checkpoint an auto-decide answers (input `auto_decide`).
-    pub checkpoint: Option<ConversationCheckpointCreated>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<ConversationCheckpointCreated>))]
+    pub checkpoint: Option<Forgettable<ConversationCheckpointCreated>>,
     /// The task of a task turn, with its status and history.
-    pub task: Option<TaskDetail>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<TaskDetail>))]
+    pub task: Option<Forgettable<TaskDetail>>,
     /// The turn's tool calls with their results (empty until it reports some): after a
     /// suspension, what the resumed turn continues from.
     pub tool_calls: Vec<ToolCallView>,
@@ -96,7 +101,7 @@ impl ClaimContext {
         let has_task_checkpoint = |id: &Uuid| {
             self.task
                 .as_ref()
-                .is_some_and(|t| t.checkpoints.iter().any(|c| c.checkpoint.id == *id))
+                .is_some_and(|t| t.entity.checkpoints.iter().any(|c| c.checkpoint.id == *id))
         };
         self.conversation.is_some()
             && match input {

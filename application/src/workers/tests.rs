@@ -99,9 +99,10 @@ fn message() -> MessageAdded {
 }
 
 fn context(conversation: Option<ConversationView>, message: Option<MessageAdded>) -> ClaimContext {
+    let remembered = |e| crate::views::Forgettable::new(e, false);
     ClaimContext {
-        conversation,
-        message,
+        conversation: conversation.map(remembered),
+        message: message.map(|m| crate::views::Forgettable::new(m, false)),
         checkpoint: None,
         task: None,
         tool_calls: Vec::new(),

@@ -27,6 +27,7 @@ const UUID: SqlType = SqlType::Uuid;
 const TEXT: SqlType = SqlType::Text;
 const INT: SqlType = SqlType::Int;
 const TS: SqlType = SqlType::Time;
+const BOOL: SqlType = SqlType::Bool;
 /// The read tables' `log_txid`: 0 since log positions are single numbers (the column
 /// stays so that tables built before keep their shape).
 const LOG_TXID: i64 = 0;
@@ -56,12 +57,23 @@ pub(crate) async fn apply_batch(
         insert_task_checkpoints(tx, g, &plan.task_checkpoints).await?;
         insert_messages(tx, g, &plan.messages).await?;
         update_tasks(tx, g, &plan).await?;
-        update_conversations(tx, g, &plan.conversations).await
+        update_conversations(tx, g, &plan.conversations).await?;
+        super::forget::apply(tx, g, &plan.forgotten).await
     };
     written.await.map_err(|e| match e {
         ApplyError::Sql(e) => ApplyError::of_statement(e),
         other => other,
     })
+}
+
+/// A personal text as stored: NULL when it could not be read.
+fn personal(text: &str, unreadable: bool) -> Option<String> {
+    (!unreadable).then(|| text.to_string())
+}
+
+/// An optional personal text as stored: NULL when it could not be read.
+fn opt_personal<T: Clone + Into<String>>(text: &Option<T>, unreadable: bool) -> Option<String> {
+    text.clone().filter(|_| !unreadable).map(Into::into)
 }
 
 /// The `actor_ids` column: the ids as a JSON array.
@@ -117,24 +129,30 @@ async fn load_tasks(
     Ok(stored)
 }
 
-async fn insert_actors(tx: &mut Tx, g: i64, actors: &[&ActorRegistered]) -> Result<(), ApplyError> {
+async fn insert_actors(
+    tx: &mut Tx,
+    g: i64,
+    actors: &[(&ActorRegistered, bool)],
+) -> Result<(), ApplyError> {
     let head = format!(
-        "INSERT INTO {} (id, kind, display_name, external_identity, created_at)",
+        "INSERT INTO {} (id, kind, display_name, external_identity, created_at, forgotten)",
         table(g, "actors")
     );
-    let args = actors
-        .iter()
-        .fold(Args::with_capacity(actors.len() * 5), |a, f| {
+    let args = actors.iter().fold(
+        Args::with_capacity(actors.len() * 6),
+        |a, (f, unreadable)| {
             a.uuid(f.id)
                 .text(f.kind.as_str())
-                .text(f.display_name.as_str())
-                .opt_text(f.external_identity.clone())
+                .opt_text(personal(f.display_name.as_str(), *unreadable))
+                .opt_text(opt_personal(&f.external_identity, *unreadable))
                 .time(&f.created_at)
-        });
+                .bool(*unreadable)
+        },
+    );
     insert(
         tx,
         &head,
-        &[UUID, TEXT, TEXT, TEXT, TS],
+        &[UUID, TEXT, TEXT, TEXT, TS, BOOL],
         actors.len(),
         args,
         "",
@@ -145,17 +163,17 @@ async fn insert_actors(tx: &mut Tx, g: i64, actors: &[&ActorRegistered]) -> Resu
 async fn insert_conversations(
     tx: &mut Tx,
     g: i64,
-    started: &[(&ConversationStarted, DateTime<Utc>)],
+    started: &[(&ConversationStarted, DateTime<Utc>, bool)],
 ) -> Result<(), ApplyError> {
     let head = format!(
-        "INSERT INTO {} (id, title, external_id, external_source, status, organization, created_at, updated_at, actor_ids)",
+        "INSERT INTO {} (id, title, external_id, external_source, status, organization, created_at, updated_at, actor_ids, forgotten)",
         table(g, "conversations")
     );
-    let args = started
-        .iter()
-        .fold(Args::with_capacity(started.len() * 9), |a, (f, updated)| {
+    let args = started.iter().fold(
+        Args::with_capacity(started.len() * 10),
+        |a, (f, updated, unreadable)| {
             a.uuid(f.id)
-                .text(f.title.as_str())
+                .opt_text(personal(f.title.as_str(), *unreadable))
                 .opt_text(f.external_id.clone())
                 .opt_text(f.external_source.clone())
                 .opt_text(f.status.clone())
@@ -163,11 +181,13 @@ async fn insert_conversations(
                 .time(&f.created_at)
                 .time(updated)
                 .text(actor_ids_json(&f.actor_ids))
-        });
+                .bool(*unreadable)
+        },
+    );
     insert(
         tx,
         &head,
-        &[UUID, TEXT, TEXT, TEXT, TEXT, TEXT, TS, TS, TEXT],
+        &[UUID, TEXT, TEXT, TEXT, TEXT, TEXT, TS, TS, TEXT, BOOL],
         started.len(),
         args,
         "",
@@ -195,28 +215,29 @@ async fn insert_members(
 async fn insert_checkpoints(
     tx: &mut Tx,
     g: i64,
-    checkpoints: &[(&ConversationCheckpointCreated, LogPosition)],
+    checkpoints: &[(&ConversationCheckpointCreated, LogPosition, bool)],
 ) -> Result<(), ApplyError> {
     let head = format!(
-        "INSERT INTO {} (id, conversation_id, checkpoint_type, summary, created_at, log_txid, log_seq)",
+        "INSERT INTO {} (id, conversation_id, checkpoint_type, summary, created_at, log_txid, log_seq, forgotten)",
         table(g, "conversation_checkpoints")
     );
     let args = checkpoints.iter().fold(
-        Args::with_capacity(checkpoints.len() * 7),
-        |a, (f, position)| {
+        Args::with_capacity(checkpoints.len() * 8),
+        |a, (f, position, unreadable)| {
             a.uuid(f.id)
                 .uuid(f.conversation_id)
                 .text(f.checkpoint_type.as_str())
-                .text(f.summary.as_str())
+                .opt_text(personal(f.summary.as_str(), *unreadable))
                 .time(&f.created_at)
                 .int(LOG_TXID)
                 .int(position.0)
+                .bool(*unreadable)
         },
     );
     insert(
         tx,
         &head,
-        &[UUID, UUID, TEXT, TEXT, TS, INT, INT],
+        &[UUID, UUID, TEXT, TEXT, TS, INT, INT, BOOL],
         checkpoints.len(),
         args,
         "",
@@ -228,19 +249,20 @@ async fn insert_checkpoints(
 async fn insert_tasks(tx: &mut Tx, g: i64, plan: &Plan<'_>) -> Result<(), ApplyError> {
     let sql = format!(
         "INSERT INTO {} (id, conversation_id, checkpoint_id, instructions, assigned_to, organization, created_at, \
-         status, status_changed_at, status_sequence, checkpoint_count, first_work_started_at, last_work_completed_at) \
+         status, status_changed_at, status_sequence, checkpoint_count, first_work_started_at, last_work_completed_at, \
+         forgotten) \
          SELECT $1, $2, $3, $4, $5, (SELECT organization FROM {} WHERE id = $2), \
-         $6, $7, $8, $9, $10, $11, $12",
+         $6, $7, $8, $9, $10, $11, $12, $13",
         table(g, "tasks"),
         table(g, "conversations")
     );
-    for (f, sequence) in &plan.new_tasks {
+    for (f, sequence, unreadable) in &plan.new_tasks {
         let state = plan.tasks.get(&f.id);
         let args = Args::new()
             .uuid(f.id)
             .uuid(f.conversation_id)
             .uuid(f.checkpoint_id)
-            .text(f.instructions.as_str())
+            .opt_text(personal(f.instructions.as_str(), *unreadable))
             .opt_uuid(f.assigned_to)
             .time(&f.created_at)
             .text(state.map_or(TaskStatus::NotStarted, |s| s.status).as_str())
@@ -248,7 +270,8 @@ async fn insert_tasks(tx: &mut Tx, g: i64, plan: &Plan<'_>) -> Result<(), ApplyE
             .int(state.map_or(*sequence, |s| s.status_sequence))
             .int(state.map_or(0, |s| s.added_checkpoints))
             .opt_time(state.and_then(|s| s.first_started.as_ref()))
-            .opt_time(state.and_then(|s| s.last_completed.as_ref()));
+            .opt_time(state.and_then(|s| s.last_completed.as_ref()))
+            .bool(*unreadable);
         tx.execute(&sql, args).await?;
     }
     Ok(())
@@ -287,30 +310,31 @@ async fn insert_task_checkpoints(
 async fn insert_messages(
     tx: &mut Tx,
     g: i64,
-    messages: &[(&MessageAdded, LogPosition)],
+    messages: &[(&MessageAdded, LogPosition, bool)],
 ) -> Result<(), ApplyError> {
     let head = format!(
-        "INSERT INTO {} (id, conversation_id, actor_id, task_id, content, external_identity, time, log_txid, log_seq)",
+        "INSERT INTO {} (id, conversation_id, actor_id, task_id, content, external_identity, time, log_txid, log_seq, forgotten)",
         table(g, "messages")
     );
     let args = messages.iter().fold(
-        Args::with_capacity(messages.len() * 9),
-        |a, (f, position)| {
+        Args::with_capacity(messages.len() * 10),
+        |a, (f, position, unreadable)| {
             a.uuid(f.id)
                 .uuid(f.conversation_id)
                 .uuid(f.actor_id)
                 .opt_uuid(f.task_id)
-                .text(f.content.as_str())
-                .opt_text(f.external_identity.clone())
+                .opt_text(personal(f.content.as_str(), *unreadable))
+                .opt_text(opt_personal(&f.external_identity, *unreadable))
                 .time(&f.time)
                 .int(LOG_TXID)
                 .int(position.0)
+                .bool(*unreadable)
         },
     );
     insert(
         tx,
         &head,
-        &[UUID, UUID, UUID, UUID, TEXT, TEXT, TS, INT, INT],
+        &[UUID, UUID, UUID, UUID, TEXT, TEXT, TS, INT, INT, BOOL],
         messages.len(),
         args,
         "",
@@ -375,7 +399,8 @@ async fn update_tasks(tx: &mut Tx, g: i64, plan: &Plan<'_>) -> Result<(), ApplyE
 }
 
 /// Every touched conversation: summed counts, task counts by status, latest checkpoint —
-/// one `UPDATE`.
+/// one `UPDATE`. A latest checkpoint whose summary could not be read leaves the summary
+/// NULL (not the older one's).
 async fn update_conversations(
     tx: &mut Tx,
     g: i64,
@@ -392,7 +417,7 @@ async fn update_conversations(
          updated_at = CASE WHEN v.updated IS NOT NULL AND updated_at < v.updated THEN v.updated ELSE updated_at END, \
          latest_checkpoint_id = COALESCE(v.latest_id, latest_checkpoint_id), \
          latest_checkpoint_type = COALESCE(v.latest_type, latest_checkpoint_type), \
-         latest_checkpoint_summary = COALESCE(v.latest_summary, latest_checkpoint_summary), \
+         latest_checkpoint_summary = CASE WHEN v.latest_id IS NULL THEN latest_checkpoint_summary ELSE v.latest_summary END, \
          latest_checkpoint_at = COALESCE(v.latest_at, latest_checkpoint_at)",
     );
     for (i, status) in statuses.iter().enumerate() {
@@ -413,7 +438,11 @@ async fn update_conversations(
                 .opt_time(c.updated_at.as_ref())
                 .opt_uuid(latest.map(|l| l.id))
                 .opt_text(latest.map(|l| l.checkpoint_type.as_str()))
-                .opt_text(latest.map(|l| l.summary.as_str()))
+                .opt_text(
+                    latest
+                        .filter(|_| !c.latest_forgotten)
+                        .map(|l| l.summary.as_str()),
+                )
                 .opt_time(latest.map(|l| &l.created_at));
             statuses
                 .iter()

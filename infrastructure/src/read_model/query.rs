@@ -10,8 +10,8 @@ use chrono::{DateTime, Utc};
 use pm_application::queries::{ConversationFilter, MessageFilter, ReadModelStore, TaskFilter};
 use pm_application::scope::Scope;
 use pm_application::views::{
-    ConversationView, Page, PageCursor, PageRequest, StatsGroup, TaskCheckpointView, TaskDetail,
-    TaskStatsView, TaskView,
+    ConversationView, Forgettable, Page, PageCursor, PageRequest, StatsGroup, TaskCheckpointView,
+    TaskDetail, TaskStatsView, TaskView,
 };
 use pm_application::AppError;
 use pm_domain::actor::ActorRegistered;
@@ -100,12 +100,15 @@ pub(crate) fn cursor_key(c: &PageCursor) -> Result<(DateTime<Utc>, Uuid), sqlx::
 }
 
 impl ReadModelStore for ReadModel {
-    async fn actor(&self, id: Uuid) -> Result<Option<ActorRegistered>, AppError> {
+    async fn actor(&self, id: Uuid) -> Result<Option<Forgettable<ActorRegistered>>, AppError> {
         let sql = format!("SELECT {} FROM actors WHERE id = $1", rows::ACTOR_COLUMNS);
         self.one(&sql, Args::new().uuid(id), rows::actor).await
     }
 
-    async fn conversation(&self, id: Uuid) -> Result<Option<ConversationView>, AppError> {
+    async fn conversation(
+        &self,
+        id: Uuid,
+    ) -> Result<Option<Forgettable<ConversationView>>, AppError> {
         self.find_conversation(id).await
     }
 
@@ -114,7 +117,7 @@ impl ReadModelStore for ReadModel {
         scope: &Scope,
         filter: &ConversationFilter,
         page: &PageRequest,
-    ) -> Result<Page<ConversationView>, AppError> {
+    ) -> Result<Page<Forgettable<ConversationView>>, AppError> {
         self.list_conversations(scope, filter, page).await
     }
 
@@ -122,7 +125,7 @@ impl ReadModelStore for ReadModel {
         &self,
         conversation_id: Uuid,
         page: &PageRequest,
-    ) -> Result<Page<ConversationCheckpointCreated>, AppError> {
+    ) -> Result<Page<Forgettable<ConversationCheckpointCreated>>, AppError> {
         self.list_checkpoints(conversation_id, page).await
     }
 
@@ -130,7 +133,7 @@ impl ReadModelStore for ReadModel {
         &self,
         conversation_id: Uuid,
         id: Uuid,
-    ) -> Result<Option<ConversationCheckpointCreated>, AppError> {
+    ) -> Result<Option<Forgettable<ConversationCheckpointCreated>>, AppError> {
         let sql = format!(
             "SELECT {} FROM conversation_checkpoints WHERE id = $1 AND conversation_id = $2",
             rows::CHECKPOINT_COLUMNS
@@ -148,7 +151,7 @@ impl ReadModelStore for ReadModel {
         conversation_id: Uuid,
         filter: &MessageFilter,
         page: &PageRequest,
-    ) -> Result<Page<MessageAdded>, AppError> {
+    ) -> Result<Page<Forgettable<MessageAdded>>, AppError> {
         self.list_messages(conversation_id, filter, page).await
     }
 
@@ -156,7 +159,7 @@ impl ReadModelStore for ReadModel {
         &self,
         conversation_id: Uuid,
         id: Uuid,
-    ) -> Result<Option<MessageAdded>, AppError> {
+    ) -> Result<Option<Forgettable<MessageAdded>>, AppError> {
         let sql = format!(
             "SELECT {} FROM messages WHERE id = $1 AND conversation_id = $2",
             rows::MESSAGE_COLUMNS
@@ -174,11 +177,11 @@ impl ReadModelStore for ReadModel {
         scope: &Scope,
         filter: &TaskFilter,
         page: &PageRequest,
-    ) -> Result<Page<TaskView>, AppError> {
+    ) -> Result<Page<Forgettable<TaskView>>, AppError> {
         self.list_tasks(scope, filter, page).await
     }
 
-    async fn task(&self, id: Uuid) -> Result<Option<TaskDetail>, AppError> {
+    async fn task(&self, id: Uuid) -> Result<Option<Forgettable<TaskDetail>>, AppError> {
         self.find_task(id).await
     }
 

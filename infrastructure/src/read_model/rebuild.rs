@@ -97,7 +97,7 @@ async fn generation(db: &Database) -> Result<i64, sqlx::Error> {
 }
 
 /// Runs DDL statements in order.
-async fn run_all(
+pub(super) async fn run_all(
     tx: &mut Tx,
     statements: impl IntoIterator<Item = String>,
 ) -> Result<(), sqlx::Error> {
@@ -120,9 +120,10 @@ pub(crate) async fn lock_generation(tx: &mut Tx) -> Result<i64, sqlx::Error> {
         .int("generation")
 }
 
-/// Creates the current generation's tables and views when missing (start-up), and
-/// protects them for analyst roles ([`crate::analysts::protect`]: the views are made anew
-/// here, and would otherwise lose the analysts' grants and read with their owner's rights).
+/// Creates the current generation's tables and views when missing (start-up), upgrades
+/// them when an earlier version made them ([`super::upgrade`]), and protects them for
+/// analyst roles ([`crate::analysts::protect`]: the views are made anew here, and would
+/// otherwise lose the analysts' grants and read with their owner's rights).
 ///
 /// # Errors
 /// A failed statement.
@@ -131,6 +132,7 @@ pub async fn ensure_schema(db: &Database) -> Result<(), sqlx::Error> {
     // Replicas starting together take turns (view DDL does not like company).
     let mut tx = db.begin().await?;
     let g = lock_generation(&mut tx).await?;
+    let g = super::upgrade::upgrade(&mut tx, g).await?;
     let d = tx.dialect();
     run_all(
         &mut tx,

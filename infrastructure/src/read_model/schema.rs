@@ -15,6 +15,17 @@ pub const TABLES: &[&str] = &[
     "messages",
 ];
 
+/// The tables whose rows show personal texts, and so carry `forgotten` (TRUST.md
+/// "Forgetting a person"): a row whose texts can no longer be read holds NULL in them and
+/// `forgotten` true.
+pub const FORGETTABLE: &[&str] = &[
+    "actors",
+    "conversations",
+    "conversation_checkpoints",
+    "tasks",
+    "messages",
+];
+
 /// The physical name of `table` in generation `generation`.
 pub fn table(generation: i64, table: &str) -> String {
     format!("rm_g{generation}_{table}")
@@ -29,6 +40,8 @@ pub fn status_column(status: TaskStatus) -> String {
 /// `CREATE TABLE`/`CREATE INDEX` statements of a generation.
 pub fn create_statements(d: Dialect, g: i64) -> Vec<String> {
     let (uuid, ts, big) = (d.ty("uuid"), d.ty("timestamptz"), d.ty("bigint"));
+    // Personal texts are nullable: NULL once forgotten.
+    let forgotten = format!("forgotten {} NOT NULL DEFAULT FALSE", d.ty("boolean"));
     let t = |name: &str| table(g, name);
     let status_counts = TaskStatus::all()
         .map(|s| format!("{} {big} NOT NULL DEFAULT 0", status_column(s)))
@@ -39,15 +52,16 @@ pub fn create_statements(d: Dialect, g: i64) -> Vec<String> {
             "CREATE TABLE IF NOT EXISTS {} (
   id {uuid} PRIMARY KEY,
   kind text NOT NULL,
-  display_name text NOT NULL,
+  display_name text,
   external_identity text,
-  created_at {ts} NOT NULL)",
+  created_at {ts} NOT NULL,
+  {forgotten})",
             t("actors")
         ),
         format!(
             "CREATE TABLE IF NOT EXISTS {} (
   id {uuid} PRIMARY KEY,
-  title text NOT NULL,
+  title text,
   actor_ids text NOT NULL,
   external_id text,
   external_source text,
@@ -62,7 +76,8 @@ pub fn create_statements(d: Dialect, g: i64) -> Vec<String> {
   checkpoint_count {big} NOT NULL DEFAULT 0,
   message_count {big} NOT NULL DEFAULT 0,
   task_count {big} NOT NULL DEFAULT 0,
-  {status_counts})",
+  {status_counts},
+  {forgotten})",
             t("conversations")
         ),
         format!(
@@ -102,10 +117,11 @@ pub fn create_statements(d: Dialect, g: i64) -> Vec<String> {
   id {uuid} PRIMARY KEY,
   conversation_id {uuid} NOT NULL,
   checkpoint_type text NOT NULL,
-  summary text NOT NULL,
+  summary text,
   created_at {ts} NOT NULL,
   log_txid {big} NOT NULL,
-  log_seq {big} NOT NULL)",
+  log_seq {big} NOT NULL,
+  {forgotten})",
             t("conversation_checkpoints")
         ),
         format!(
@@ -117,7 +133,7 @@ pub fn create_statements(d: Dialect, g: i64) -> Vec<String> {
   id {uuid} PRIMARY KEY,
   conversation_id {uuid} NOT NULL,
   checkpoint_id {uuid} NOT NULL,
-  instructions text NOT NULL,
+  instructions text,
   assigned_to {uuid},
   organization text,
   created_at {ts} NOT NULL,
@@ -126,7 +142,8 @@ pub fn create_statements(d: Dialect, g: i64) -> Vec<String> {
   status_sequence {big} NOT NULL DEFAULT 1,
   checkpoint_count {big} NOT NULL DEFAULT 0,
   first_work_started_at {ts},
-  last_work_completed_at {ts})",
+  last_work_completed_at {ts},
+  {forgotten})",
             t("tasks")
         ),
         format!(
@@ -169,11 +186,12 @@ pub fn create_statements(d: Dialect, g: i64) -> Vec<String> {
   conversation_id {uuid} NOT NULL,
   actor_id {uuid} NOT NULL,
   task_id {uuid},
-  content text NOT NULL,
+  content text,
   external_identity text,
   time {ts} NOT NULL,
   log_txid {big} NOT NULL,
-  log_seq {big} NOT NULL)",
+  log_seq {big} NOT NULL,
+  {forgotten})",
             t("messages")
         ),
         format!(

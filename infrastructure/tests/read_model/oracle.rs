@@ -2,6 +2,10 @@
 //! TRANSITIONS.md, each applying its fact with its own statements. Production applies
 //! facts only through the batch path; this slow, obvious applier stays here so the
 //! property test can check the batch path against it.
+//!
+//! Forgetting (TRUST.md "Forgetting a person"): a fact whose texts cannot be read is
+//! stored with NULL in them and `forgotten` set; `actor.forgotten` and
+//! `conversation.forgotten` clear the texts their party sealed, row by row.
 
 use pm_application::fact::{Fact, FactError};
 use pm_application::log::LoggedEvent;
@@ -28,33 +32,82 @@ pub enum ApplyError {
 
 /// Applies one logged event to generation `g`; events that are not facts are skipped.
 pub async fn apply_event(tx: &mut Tx, g: i64, event: &LoggedEvent) -> Result<(), ApplyError> {
-    let fact = match Fact::from_logged(event) {
-        Ok(fact) => fact,
+    let (fact, unreadable) = match Fact::from_logged_unreadable(event) {
+        Ok(read) => read,
         Err(FactError::Unknown(_)) => return Ok(()),
         Err(e @ FactError::Malformed { .. }) => return Err(ApplyError::Poison(e.to_string())),
     };
     let recorded_at = event.recorded_at();
     match &fact {
-        Fact::ActorRegistered(f) => actor_registered(tx, g, f).await,
-        // Not yet projected: the read model's forgetting comes with its nullable texts.
-        Fact::ActorForgotten(_) | Fact::ConversationForgotten(_) => Ok(()),
+        Fact::ActorRegistered(f) => actor_registered(tx, g, f, unreadable).await,
+        Fact::ActorForgotten(f) => actor_forgotten(tx, g, f.id).await,
+        Fact::ConversationForgotten(f) => conversation_forgotten(tx, g, f.id).await,
         Fact::ConversationStarted(f) => {
-            conversation_started(tx, g, f, recorded_at.unwrap_or(f.created_at)).await
+            let updated_at = recorded_at.unwrap_or(f.created_at);
+            conversation_started(tx, g, f, updated_at, unreadable).await
         }
         Fact::ConversationCheckpointCreated(f) => {
-            conversation_checkpoint_created(tx, g, event, f, recorded_at.unwrap_or(f.created_at))
-                .await
+            let updated_at = recorded_at.unwrap_or(f.created_at);
+            conversation_checkpoint_created(tx, g, (event, f, unreadable), updated_at).await
         }
         Fact::TaskCreated(f) => {
-            task_created(tx, g, event, f, recorded_at.unwrap_or(f.created_at)).await
+            let updated_at = recorded_at.unwrap_or(f.created_at);
+            task_created(tx, g, (event, f, unreadable), updated_at).await
         }
         Fact::TaskCheckpointCreated(f) => {
             task_checkpoint_created(tx, g, event, f, recorded_at.unwrap_or(f.created_at)).await
         }
         Fact::MessageAdded(f) => {
-            message_added(tx, g, event, f, recorded_at.unwrap_or(f.time)).await
+            message_added(tx, g, (event, f, unreadable), recorded_at.unwrap_or(f.time)).await
         }
     }
+}
+
+/// A personal text as stored: NULL when it could not be read.
+fn personal(text: &str, unreadable: bool) -> Option<String> {
+    (!unreadable).then(|| text.to_string())
+}
+
+/// Runs `sql` with `id` as `$1`.
+async fn run(tx: &mut Tx, sql: &str, id: Uuid) -> Result<(), ApplyError> {
+    tx.execute(sql, Args::new().uuid(id)).await?;
+    Ok(())
+}
+
+/// `ActorForgotten`: the actor's name and identity, and the texts of every message they
+/// wrote, cleared.
+async fn actor_forgotten(tx: &mut Tx, g: i64, id: Uuid) -> Result<(), ApplyError> {
+    let actors = format!(
+        "UPDATE {} SET display_name = NULL, external_identity = NULL, forgotten = TRUE WHERE id = $1",
+        table(g, "actors")
+    );
+    run(tx, &actors, id).await?;
+    let messages = format!(
+        "UPDATE {} SET content = NULL, external_identity = NULL, forgotten = TRUE WHERE actor_id = $1",
+        table(g, "messages")
+    );
+    run(tx, &messages, id).await
+}
+
+/// `ConversationForgotten`: every text of the conversation cleared.
+async fn conversation_forgotten(tx: &mut Tx, g: i64, id: Uuid) -> Result<(), ApplyError> {
+    let conversation = format!(
+        "UPDATE {} SET title = NULL, latest_checkpoint_summary = NULL, forgotten = TRUE WHERE id = $1",
+        table(g, "conversations")
+    );
+    run(tx, &conversation, id).await?;
+    for (name, set) in [
+        ("conversation_checkpoints", "summary = NULL"),
+        ("tasks", "instructions = NULL"),
+        ("messages", "content = NULL, external_identity = NULL"),
+    ] {
+        let sql = format!(
+            "UPDATE {} SET {set}, forgotten = TRUE WHERE conversation_id = $1",
+            table(g, name)
+        );
+        run(tx, &sql, id).await?;
+    }
+    Ok(())
 }
 
 /// `updated_at` moves forward only.
@@ -79,18 +132,24 @@ async fn touch_conversation(
 }
 
 /// `ActorRegistered`: a row in `actors`.
-async fn actor_registered(tx: &mut Tx, g: i64, f: &ActorRegistered) -> Result<(), ApplyError> {
+async fn actor_registered(
+    tx: &mut Tx,
+    g: i64,
+    f: &ActorRegistered,
+    unreadable: bool,
+) -> Result<(), ApplyError> {
     let sql = format!(
-        "INSERT INTO {} (id, kind, display_name, external_identity, created_at) \
-         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING",
+        "INSERT INTO {} (id, kind, display_name, external_identity, created_at, forgotten) \
+         VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING",
         table(g, "actors")
     );
     let args = Args::new()
         .uuid(f.id)
         .text(f.kind.as_str())
-        .text(f.display_name.as_str())
-        .opt_text(f.external_identity.clone())
-        .time(&f.created_at);
+        .opt_text(personal(f.display_name.as_str(), unreadable))
+        .opt_text(f.external_identity.clone().filter(|_| !unreadable))
+        .time(&f.created_at)
+        .bool(unreadable);
     tx.execute(&sql, args).await?;
     Ok(())
 }
@@ -102,22 +161,24 @@ async fn conversation_started(
     g: i64,
     f: &ConversationStarted,
     updated_at: chrono::DateTime<chrono::Utc>,
+    unreadable: bool,
 ) -> Result<(), ApplyError> {
     let sql = format!(
-        "INSERT INTO {} (id, title, external_id, external_source, status, organization, created_at, updated_at, actor_ids) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (id) DO NOTHING",
+        "INSERT INTO {} (id, title, external_id, external_source, status, organization, created_at, updated_at, actor_ids, forgotten) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (id) DO NOTHING",
         table(g, "conversations")
     );
     let args = Args::new()
         .uuid(f.id)
-        .text(f.title.as_str())
+        .opt_text(personal(f.title.as_str(), unreadable))
         .opt_text(f.external_id.clone())
         .opt_text(f.external_source.clone())
         .opt_text(f.status.clone())
         .opt_text(f.organization.clone())
         .time(&f.created_at)
         .time(&updated_at)
-        .text(actor_ids_json(&f.actor_ids));
+        .text(actor_ids_json(&f.actor_ids))
+        .bool(unreadable);
     tx.execute(&sql, args).await?;
     let sql = format!(
         "INSERT INTO {} (conversation_id, actor_id, ordinal) VALUES ($1, $2, $3) \
@@ -142,22 +203,22 @@ fn actor_ids_json(ids: &[Uuid]) -> String {
 async fn conversation_checkpoint_created(
     tx: &mut Tx,
     g: i64,
-    event: &LoggedEvent,
-    f: &ConversationCheckpointCreated,
+    (event, f, unreadable): (&LoggedEvent, &ConversationCheckpointCreated, bool),
     updated_at: chrono::DateTime<chrono::Utc>,
 ) -> Result<(), ApplyError> {
     let sql = format!(
-        "INSERT INTO {} (id, conversation_id, checkpoint_type, summary, created_at, log_txid, log_seq) \
-         VALUES ($1, $2, $3, $4, $5, 0, $6) ON CONFLICT (id) DO NOTHING",
+        "INSERT INTO {} (id, conversation_id, checkpoint_type, summary, created_at, log_txid, log_seq, forgotten) \
+         VALUES ($1, $2, $3, $4, $5, 0, $6, $7) ON CONFLICT (id) DO NOTHING",
         table(g, "conversation_checkpoints")
     );
     let args = Args::new()
         .uuid(f.id)
         .uuid(f.conversation_id)
         .text(f.checkpoint_type.as_str())
-        .text(f.summary.as_str())
+        .opt_text(personal(f.summary.as_str(), unreadable))
         .time(&f.created_at)
-        .int(event.position.0);
+        .int(event.position.0)
+        .bool(unreadable);
     if tx.execute(&sql, args).await? == 0 {
         return Ok(());
     }
@@ -172,7 +233,7 @@ async fn conversation_checkpoint_created(
         .time(&updated_at)
         .uuid(f.id)
         .text(f.checkpoint_type.as_str())
-        .text(f.summary.as_str())
+        .opt_text(personal(f.summary.as_str(), unreadable))
         .time(&f.created_at);
     tx.execute(&sql, args).await?;
     Ok(())
@@ -183,14 +244,13 @@ async fn conversation_checkpoint_created(
 async fn task_created(
     tx: &mut Tx,
     g: i64,
-    event: &LoggedEvent,
-    f: &TaskCreated,
+    (event, f, unreadable): (&LoggedEvent, &TaskCreated, bool),
     updated_at: chrono::DateTime<chrono::Utc>,
 ) -> Result<(), ApplyError> {
     let sql = format!(
-        "INSERT INTO {} (id, conversation_id, checkpoint_id, instructions, assigned_to, organization, created_at, status, status_sequence) \
+        "INSERT INTO {} (id, conversation_id, checkpoint_id, instructions, assigned_to, organization, created_at, status, status_sequence, forgotten) \
          SELECT $1, $2, $3, $4, $5, \
-           (SELECT organization FROM {} WHERE id = $2), $6, $7, $8 \
+           (SELECT organization FROM {} WHERE id = $2), $6, $7, $8, $9 \
          ON CONFLICT (id) DO NOTHING",
         table(g, "tasks"),
         table(g, "conversations")
@@ -199,11 +259,12 @@ async fn task_created(
         .uuid(f.id)
         .uuid(f.conversation_id)
         .uuid(f.checkpoint_id)
-        .text(f.instructions.as_str())
+        .opt_text(personal(f.instructions.as_str(), unreadable))
         .opt_uuid(f.assigned_to)
         .time(&f.created_at)
         .text(TaskStatus::NOT_STARTED)
-        .int(event.sequence);
+        .int(event.sequence)
+        .bool(unreadable);
     if tx.execute(&sql, args).await? == 0 {
         return Ok(());
     }
@@ -285,13 +346,12 @@ async fn task_checkpoint_created(
 async fn message_added(
     tx: &mut Tx,
     g: i64,
-    event: &LoggedEvent,
-    f: &MessageAdded,
+    (event, f, unreadable): (&LoggedEvent, &MessageAdded, bool),
     updated_at: chrono::DateTime<chrono::Utc>,
 ) -> Result<(), ApplyError> {
     let sql = format!(
-        "INSERT INTO {} (id, conversation_id, actor_id, task_id, content, external_identity, time, log_txid, log_seq) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8) ON CONFLICT (id) DO NOTHING",
+        "INSERT INTO {} (id, conversation_id, actor_id, task_id, content, external_identity, time, log_txid, log_seq, forgotten) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $9) ON CONFLICT (id) DO NOTHING",
         table(g, "messages")
     );
     let args = Args::new()
@@ -299,10 +359,11 @@ async fn message_added(
         .uuid(f.conversation_id)
         .uuid(f.actor_id)
         .opt_uuid(f.task_id)
-        .text(f.content.as_str())
-        .opt_text(f.external_identity.clone())
+        .opt_text(personal(f.content.as_str(), unreadable))
+        .opt_text(f.external_identity.clone().filter(|_| !unreadable))
         .time(&f.time)
-        .int(event.position.0);
+        .int(event.position.0)
+        .bool(unreadable);
     if tx.execute(&sql, args).await? == 0 {
         return Ok(());
     }

@@ -4,13 +4,23 @@
 //! messages by a member, sometimes about one of the conversation's tasks, sometimes
 //! backdated — and the sagas' runes in between, which the read model passes over. Server
 //! times mostly grow with the log, with the skew concurrent writers give.
+//!
+//! Actors and conversations are forgotten now and then; from then on the log reads the
+//! texts their keys sealed as `null`, the payload marked `"forgotten": true` (as
+//! `DbLogReader` does once a key is destroyed) — for the facts logged after the forgetting
+//! only, as the live projection meets them, or for every fact of the party, as a rebuild
+//! after the forgetting reads the log ([`log`]'s `read_after_forgetting`).
+
+use std::collections::HashSet;
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use pm_application::log::{LogPosition, LoggedEvent};
 use pm_domain::actor::ActorRegistered;
 use pm_domain::checkpoint::ConversationCheckpointCreated;
 use pm_domain::conversation::ConversationStarted;
+use pm_domain::forgetting::{ACTOR_FORGOTTEN, CONVERSATION_FORGOTTEN};
 use pm_domain::message::MessageAdded;
+use pm_domain::personal::personal_fields;
 use pm_domain::task::{TaskCheckpointCreated, TaskCreated};
 use pm_domain::types::{CheckpointType, TaskCheckpointType};
 use proptest::prelude::*;
@@ -44,6 +54,10 @@ pub enum Step {
     Message(usize, usize, Option<usize>, Option<i64>),
     /// A saga's rune.
     Rune,
+    /// Actor `.0` is forgotten (once: forgetting again logs nothing).
+    ForgetActor(usize),
+    /// Conversation `.0` is forgotten (once).
+    ForgetConversation(usize),
 }
 
 /// A step and the server clock's skew (seconds back) at its event.
@@ -59,6 +73,8 @@ pub fn step() -> impl Strategy<Value = (Step, i64)> {
         4 => (ix(), ix(), proptest::option::of(ix()), proptest::option::of(0i64..5000))
             .prop_map(|(c, a, t, back)| Step::Message(c, a, t, back)),
         1 => Just(Step::Rune),
+        1 => ix().prop_map(Step::ForgetActor),
+        1 => ix().prop_map(Step::ForgetConversation),
     ];
     (step, prop_oneof![3 => Just(0i64), 1 => 0i64..3])
 }
@@ -83,6 +99,24 @@ struct Log {
     conversations: Vec<Conversation>,
     tasks: Vec<Task>,
     ids: u128,
+    forgotten_actors: HashSet<Uuid>,
+    forgotten_conversations: HashSet<Uuid>,
+}
+
+/// The actor and the conversation whose keys seal the texts of a payload of `name`.
+fn parties(name: &str, payload: &Value) -> (Option<Uuid>, Option<Uuid>) {
+    let id = |field: &str| {
+        payload
+            .get(field)
+            .and_then(Value::as_str)
+            .and_then(|s| s.parse().ok())
+    };
+    match name {
+        ActorRegistered::NAME => (id("id"), None),
+        MessageAdded::NAME => (id("actor_id"), id("conversation_id")),
+        ConversationStarted::NAME => (None, id("id")),
+        _ => (None, id("conversation_id")),
+    }
 }
 
 fn pick<T>(items: &[T], ix: usize) -> Option<&T> {
@@ -96,6 +130,8 @@ fn time(t: DateTime<Utc>) -> String {
 impl Log {
     /// Appends a fact (or rune) at the next position, recorded at `at`.
     fn push(&mut self, at: DateTime<Utc>, kind: (&str, Uuid, i64), name: &str, payload: Value) {
+        let mut payload = payload;
+        self.unreadable(name, &mut payload);
         let conversation_id = payload
             .get("conversation_id")
             .and_then(Value::as_str)
@@ -113,6 +149,58 @@ impl Log {
             conversation_id,
             organization: None,
         });
+    }
+
+    /// Nulls the personal texts of `payload` (an event of `name`) when one of the parties
+    /// whose keys seal them is forgotten, and marks it, as the log reader does.
+    fn unreadable(&self, name: &str, payload: &mut Value) {
+        let fields = personal_fields(name);
+        let (actor, conversation) = parties(name, payload);
+        let forgotten = actor.is_some_and(|a| self.forgotten_actors.contains(&a))
+            || conversation.is_some_and(|c| self.forgotten_conversations.contains(&c));
+        let Some(object) = payload.as_object_mut().filter(|_| forgotten) else {
+            return;
+        };
+        let mut any = false;
+        for field in fields {
+            if let Some(value) = object.get_mut(field.field) {
+                *value = Value::Null;
+                any = true;
+            }
+        }
+        if any {
+            object.insert("forgotten".into(), Value::Bool(true));
+        }
+    }
+
+    /// Every fact of a forgotten party read as a rebuild after the forgetting reads it.
+    fn read_after_forgetting(&mut self) {
+        let mut events = std::mem::take(&mut self.events);
+        for e in &mut events {
+            let mut payload = e.payload.value().clone();
+            self.unreadable(&e.event_type, &mut payload);
+            if &payload != e.payload.value() {
+                e.payload = payload.into();
+            }
+        }
+        self.events = events;
+    }
+
+    fn forget(&mut self, at: DateTime<Utc>, actor: Option<usize>, conversation: Option<usize>) {
+        let p = |id: Uuid| json!({"id": id, "forgotten_at": time(at)});
+        if let Some(ix) = actor {
+            let id = self.some_actor(at, ix);
+            if self.forgotten_actors.insert(id) {
+                self.push(at, ("actor", id, 2), ACTOR_FORGOTTEN, p(id));
+            }
+        }
+        if let Some(ix) = conversation {
+            let c = self.some_conversation(at, ix);
+            let id = self.conversations[c].id;
+            if self.forgotten_conversations.insert(id) {
+                self.push(at, ("conversation", id, 2), CONVERSATION_FORGOTTEN, p(id));
+            }
+        }
     }
 
     fn id(&mut self) -> (Uuid, u128) {
@@ -277,13 +365,16 @@ impl Log {
                 let p = json!({"instance": id});
                 self.push(at, ("saga", id, 1), "saga.session.created", p);
             }
+            Step::ForgetActor(a) => self.forget(at, Some(a), None),
+            Step::ForgetConversation(c) => self.forget(at, None, Some(c)),
         }
     }
 }
 
 /// The log of `steps`: positions from 1, server times one second apart (minus each
-/// step's skew) from 2026-11-22, with microseconds.
-pub fn log(steps: &[(Step, i64)]) -> Vec<LoggedEvent> {
+/// step's skew) from 2026-11-22, with microseconds; read as a rebuild after the last
+/// forgetting would read it when `read_after_forgetting`.
+pub fn log(steps: &[(Step, i64)], read_after_forgetting: bool) -> Vec<LoggedEvent> {
     let start = Utc
         .with_ymd_and_hms(2026, 11, 22, 0, 0, 0)
         .single()
@@ -292,6 +383,9 @@ pub fn log(steps: &[(Step, i64)]) -> Vec<LoggedEvent> {
     for (n, (step, skew)) in steps.iter().enumerate() {
         let at = start + Duration::seconds(n as i64 - skew) + Duration::microseconds(n as i64 * 7);
         log.step(step, at);
+    }
+    if read_after_forgetting {
+        log.read_after_forgetting();
     }
     log.events
 }

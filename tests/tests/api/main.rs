@@ -20,6 +20,7 @@ mod errors;
 mod events;
 mod exactly_once;
 mod forget;
+mod forgotten_reads;
 mod idempotency;
 mod jwt;
 mod master_key;

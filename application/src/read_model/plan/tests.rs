@@ -116,3 +116,39 @@ fn given_a_checkpoint_of_an_unknown_task_then_unplannable() {
     let bad = vec![event(1, MessageAdded::NAME, 1, json!({"id": T}))];
     assert!(read(&bad).is_err());
 }
+
+#[test]
+fn given_a_fact_whose_texts_read_null_when_planned_then_its_row_is_planned_unreadable() {
+    let forgotten = event(
+        1,
+        TaskCreated::NAME,
+        1,
+        json!({
+        "id": T, "conversation_id": C, "checkpoint_id": C, "instructions": null,
+        "created_at": "2026-11-22T00:00:01.000000Z", "forgotten": true}),
+    );
+    let events = vec![task_created(), forgotten];
+    let facts = read(&events).expect("facts");
+    let p = plan(&facts, HashMap::new()).expect("plan");
+    let unreadable: Vec<bool> = p.new_tasks.iter().map(|(_, _, u)| *u).collect();
+    assert_eq!(unreadable, [false, true]);
+}
+
+#[test]
+fn given_forgettings_when_planned_then_they_are_listed_in_log_order() {
+    let forget = |seq: i64, name: &str, id: Uuid| {
+        event(
+            seq,
+            name,
+            2,
+            json!({"id": id, "forgotten_at": "2026-11-22T00:00:09.000000Z"}),
+        )
+    };
+    let events = vec![
+        forget(1, pm_domain::forgetting::CONVERSATION_FORGOTTEN, C),
+        forget(2, pm_domain::forgetting::ACTOR_FORGOTTEN, T),
+    ];
+    let facts = read(&events).expect("facts");
+    let p = plan(&facts, HashMap::new()).expect("plan");
+    assert_eq!(p.forgotten, [(Party::Conversation, C), (Party::Actor, T)]);
+}

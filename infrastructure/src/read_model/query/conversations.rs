@@ -3,7 +3,7 @@
 use pm_application::log::LogPosition;
 use pm_application::queries::{ConversationFilter, MessageFilter};
 use pm_application::scope::Scope;
-use pm_application::views::{ConversationView, List, Page, PageCursor, PageRequest};
+use pm_application::views::{ConversationView, Forgettable, List, Page, PageCursor, PageRequest};
 use pm_application::AppError;
 use pm_domain::checkpoint::ConversationCheckpointCreated;
 use pm_domain::message::MessageAdded;
@@ -18,7 +18,7 @@ impl ReadModel {
     pub(super) async fn find_conversation(
         &self,
         id: Uuid,
-    ) -> Result<Option<ConversationView>, AppError> {
+    ) -> Result<Option<Forgettable<ConversationView>>, AppError> {
         let sql = format!(
             "SELECT {} FROM conversations WHERE id = $1",
             rows::conversation_columns()
@@ -32,7 +32,7 @@ impl ReadModel {
         scope: &Scope,
         filter: &ConversationFilter,
         page: &PageRequest,
-    ) -> Result<Page<ConversationView>, AppError> {
+    ) -> Result<Page<Forgettable<ConversationView>>, AppError> {
         let mut sql = format!(
             "SELECT {} FROM conversations c WHERE 1 = 1",
             rows::conversation_columns()
@@ -75,8 +75,8 @@ impl ReadModel {
             let view = rows::conversation(r)?;
             let cursor = PageCursor {
                 l: List::Conversations,
-                k: time::format(&view.conversation.created_at),
-                id: view.conversation.id.to_string(),
+                k: time::format(&view.entity.conversation.created_at),
+                id: view.entity.conversation.id.to_string(),
             };
             Ok((view, cursor))
         })
@@ -87,7 +87,7 @@ impl ReadModel {
         &self,
         conversation_id: Uuid,
         page: &PageRequest,
-    ) -> Result<Page<ConversationCheckpointCreated>, AppError> {
+    ) -> Result<Page<Forgettable<ConversationCheckpointCreated>>, AppError> {
         let mut sql = format!(
             "SELECT {}, log_seq FROM conversation_checkpoints WHERE conversation_id = $1",
             rows::CHECKPOINT_COLUMNS
@@ -107,7 +107,7 @@ impl ReadModel {
             let cursor = PageCursor {
                 l: List::Checkpoints,
                 k: position.to_string(),
-                id: checkpoint.id.to_string(),
+                id: checkpoint.entity.id.to_string(),
             };
             Ok((checkpoint, cursor))
         })
@@ -119,7 +119,7 @@ impl ReadModel {
         conversation_id: Uuid,
         filter: &MessageFilter,
         page: &PageRequest,
-    ) -> Result<Page<MessageAdded>, AppError> {
+    ) -> Result<Page<Forgettable<MessageAdded>>, AppError> {
         let mut sql = format!(
             "SELECT {} FROM messages WHERE conversation_id = $1",
             rows::MESSAGE_COLUMNS
@@ -136,8 +136,8 @@ impl ReadModel {
             let message = rows::message(r)?;
             let cursor = PageCursor {
                 l: List::Messages,
-                k: time::format(&message.time),
-                id: message.id.to_string(),
+                k: time::format(&message.entity.time),
+                id: message.entity.id.to_string(),
             };
             Ok((message, cursor))
         })

@@ -2,7 +2,9 @@
 
 use pm_application::queries::TaskFilter;
 use pm_application::scope::Scope;
-use pm_application::views::{List, Page, PageCursor, PageRequest, TaskDetail, TaskView};
+use pm_application::views::{
+    Forgettable, List, Page, PageCursor, PageRequest, TaskDetail, TaskView,
+};
 use pm_application::AppError;
 use pm_domain::time;
 use uuid::Uuid;
@@ -18,7 +20,7 @@ impl ReadModel {
         scope: &Scope,
         filter: &TaskFilter,
         page: &PageRequest,
-    ) -> Result<Page<TaskView>, AppError> {
+    ) -> Result<Page<Forgettable<TaskView>>, AppError> {
         let mut sql = format!("SELECT {} FROM tasks WHERE 1 = 1", rows::TASK_COLUMNS);
         let mut args = Args::new();
         if let Some(status) = filter.status {
@@ -46,15 +48,18 @@ impl ReadModel {
             let task = rows::task(r)?;
             let cursor = PageCursor {
                 l: List::Tasks,
-                k: time::format(&task.task.created_at),
-                id: task.task.id.to_string(),
+                k: time::format(&task.entity.task.created_at),
+                id: task.entity.task.id.to_string(),
             };
             Ok((task, cursor))
         })
         .await
     }
 
-    pub(super) async fn find_task(&self, id: Uuid) -> Result<Option<TaskDetail>, AppError> {
+    pub(super) async fn find_task(
+        &self,
+        id: Uuid,
+    ) -> Result<Option<Forgettable<TaskDetail>>, AppError> {
         let sql = format!("SELECT {} FROM tasks WHERE id = $1", rows::TASK_COLUMNS);
         let Some(task) = self.one(&sql, Args::new().uuid(id), rows::task).await? else {
             return Ok(None);
@@ -72,6 +77,6 @@ impl ReadModel {
             .map(rows::task_checkpoint)
             .collect::<Result<_, _>>()
             .map_err(store_error)?;
-        Ok(Some(TaskDetail { task, checkpoints }))
+        Ok(Some(task.map(|task| TaskDetail { task, checkpoints })))
     }
 }
