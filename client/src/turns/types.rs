@@ -173,12 +173,16 @@ impl ClaimedTurn {
 #[non_exhaustive]
 pub struct ClaimContext {
     /// The conversation, with its latest checkpoint.
+    #[serde(default, deserialize_with = "forgettable")]
     pub conversation: Option<ConversationView>,
     /// The human message a `message` turn answers.
+    #[serde(default, deserialize_with = "forgettable")]
     pub message: Option<MessageAdded>,
     /// The `NEED_INFORMATION` checkpoint an `auto_decide` turn answers.
+    #[serde(default, deserialize_with = "forgettable")]
     pub checkpoint: Option<ConversationCheckpointCreated>,
     /// The task of a task turn, with its status and history.
+    #[serde(default, deserialize_with = "forgettable")]
     pub task: Option<TaskDetail>,
     /// The turn's tool calls with their results, in the order it reported them: empty on
     /// a turn's first claim; on the claim of a turn that resumed after its calls
@@ -186,6 +190,18 @@ pub struct ClaimContext {
     /// back.
     #[serde(default)]
     pub tool_calls: Vec<ToolCallView>,
+}
+
+/// An entity of the context whose texts may have been forgotten (TRUST.md "Forgetting a
+/// person": the service shows them `null` with `"forgotten": true`): each such text holds
+/// [`pm_domain::personal::STAND_IN`], so a worker claiming a turn of a forgotten
+/// conversation still reads its context — and hands its model no forgotten text.
+fn forgettable<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned + pm_api_types::views::Personal,
+{
+    Ok(Option::<pm_api_types::views::Forgettable<T>>::deserialize(d)?.map(|f| f.entity))
 }
 
 impl ClaimContext {
@@ -241,6 +257,24 @@ impl TurnFence {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn given_a_forgotten_message_in_a_claims_context_when_read_then_a_stand_in_not_an_error() {
+        let context: ClaimContext = serde_json::from_value(serde_json::json!({
+            "conversation": null,
+            "message": {
+                "id": Uuid::nil(), "conversation_id": Uuid::nil(), "actor_id": Uuid::nil(),
+                "content": null, "external_identity": null, "forgotten": true,
+                "time": "2026-11-28T10:00:00.000000Z"
+            },
+            "checkpoint": null,
+            "task": null,
+            "tool_calls": []
+        }))
+        .expect("a forgotten message reads");
+        let message = context.message.expect("the message");
+        assert_eq!(message.content.as_str(), pm_domain::personal::STAND_IN);
+    }
 
     #[test]
     fn a_claim_request_sends_only_what_is_set_in_milliseconds() {

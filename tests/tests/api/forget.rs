@@ -418,14 +418,15 @@ async fn forgetting_a_person_and_a_conversation_mid_flight(db: TestDb) {
     assert!(approved.status < 300, "{}", approved.text);
     let late = result(&svc, &made.turn, "b", &t.late_output).await;
     assert!(late.status < 300, "{}", late.text);
-    // Nothing is stuck: the turn resumes with its calls' results, none of them quoted.
+    // Nothing is stuck: the turn resumes with its calls' results, and its context quotes
+    // none of the forgotten texts.
     let resumed = claimed(&svc).await;
     assert_eq!(resumed.status, 200, "{}", resumed.text);
     assert_eq!(resumed.json["turn"]["id"], made.turn.as_str());
-    let calls = serde_json::to_string(&resumed.json["turn"]["tool_calls"]).expect("json");
     for text in t.forgotten() {
-        assert!(!calls.contains(text), "{text:?} in {calls}");
+        assert!(!resumed.text.contains(text), "{text:?} in {}", resumed.text);
     }
+    assert_eq!(resumed.json["context"]["message"]["forgotten"], true);
 
     // A replayed Idempotency-Key answers the log's nulls.
     let replay = post_with(
