@@ -327,10 +327,7 @@ impl KeyStore {
     pub fn fresh(&self, scope: Scope, id: Uuid) -> Result<FreshKey, KeyError> {
         let heard = self.forgettings();
         let key = Key::generate()?;
-        let (material, wrapped) = match &self.master {
-            Some(master) => (master.wrap(scope, id, &key)?, true),
-            None => (key.bytes().to_vec(), false),
-        };
+        let (material, wrapped) = self.material(scope, id, &key)?;
         Ok(FreshKey {
             scope,
             id,
@@ -338,6 +335,15 @@ impl KeyStore {
             material,
             wrapped,
             heard,
+        })
+    }
+
+    /// What `pm_keys.material` stores of `key`, and whether it is wrapped (by the master
+    /// key, when there is one).
+    fn material(&self, scope: Scope, id: Uuid, key: &Key) -> Result<(Vec<u8>, bool), KeyError> {
+        Ok(match &self.master {
+            Some(master) => (master.wrap(scope, id, key)?, true),
+            None => (key.bytes().to_vec(), false),
         })
     }
 
@@ -350,10 +356,7 @@ impl KeyStore {
     /// there.
     fn insert(&self, scope: Scope, id: Uuid) -> Result<(&'static str, Args), KeyError> {
         let made = Key::generate()?;
-        let (material, wrapped) = match &self.master {
-            Some(master) => (master.wrap(scope, id, &made)?, true),
-            None => (made.bytes().to_vec(), false),
-        };
+        let (material, wrapped) = self.material(scope, id, &made)?;
         Ok((
             "INSERT INTO pm_keys (scope, id, material, wrapped, created_at) \
              VALUES ($1, $2, $3, $4, $5) ON CONFLICT (scope, id) DO NOTHING",

@@ -8,16 +8,16 @@
 
 use std::sync::Arc;
 
-use pm_application::clock::{Clock, ManualClock};
+use pm_application::clock::ManualClock;
 use pm_infrastructure::db::Args;
 use pm_infrastructure::sql::Dialect;
 use pm_infrastructure::Database;
-use pm_tests::{all_tokens, on_both_backends, Response, TestDb, TestService, ADMIN, INGRESS, LLM};
-use project_manager::app::Hooks;
+use pm_tests::{on_both_backends, Response, TestDb, TestService, ADMIN, INGRESS, LLM};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use crate::support::{assert_problem, config, created, events, post_with};
+use crate::support::{assert_problem, created, events, post_with};
+use crate::tools::start;
 use crate::workers::{claim, epoch};
 
 /// Texts no other test writes: finding one anywhere can only mean it was kept.
@@ -76,16 +76,6 @@ impl Texts {
             &self.late_output,
         ]
     }
-}
-
-async fn start(db: &TestDb, clock: &Arc<ManualClock>) -> TestService {
-    let hooks = Hooks {
-        clock: Some(clock.clone() as Arc<dyn Clock>),
-        ..Hooks::default()
-    };
-    let mut config = config(db);
-    config.auth_tokens = all_tokens();
-    TestService::start_with_hooks(config, hooks).await
 }
 
 /// What [`write`] made.

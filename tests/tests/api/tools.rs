@@ -18,7 +18,7 @@ use crate::support::config;
 use crate::workers::{claim, dispatched, epoch, fenced};
 
 /// A service on `db` with every role's token, whose clock the test moves.
-async fn start(db: &TestDb, clock: &Arc<ManualClock>) -> TestService {
+pub(crate) async fn start(db: &TestDb, clock: &Arc<ManualClock>) -> TestService {
     let hooks = Hooks {
         clock: Some(clock.clone() as Arc<dyn Clock>),
         ..Hooks::default()
