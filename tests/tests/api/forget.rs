@@ -192,11 +192,16 @@ async fn write(svc: &TestService, t: &Texts) -> Made {
     }
 }
 
-/// A turn claimed once the sagas dispatched one.
+/// A turn claimed once the sagas dispatched one: long polls, up to a minute in all (a
+/// loaded CI machine may take seconds to get a turn through the sagas).
 async fn claimed(svc: &TestService) -> Response {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
-        let r = claim(svc, json!({"worker": "w-1", "lease_ms": 60_000})).await;
+        let r = claim(
+            svc,
+            json!({"worker": "w-1", "lease_ms": 60_000, "wait_ms": 10_000}),
+        )
+        .await;
         if r.status != 204 || std::time::Instant::now() > deadline {
             return r;
         }
