@@ -211,6 +211,10 @@ impl FromRequestParts<AppState> for Ctx {
         // Validated, hashed and put there by the `Idempotency-Key` middleware.
         let idempotency_key = parts.extensions.get::<IdempotencyKey>().cloned();
         let turn = turn_fence(&parts.headers)?;
+        let trace = parts
+            .extensions
+            .get::<crate::trace::RequestTrace>()
+            .map(|t| t.0.clone());
         Ok(Self(CommandContext {
             correlation_id,
             causation_id,
@@ -221,6 +225,7 @@ impl FromRequestParts<AppState> for Ctx {
             idempotency_key,
             turn,
             ends: None,
+            trace,
         }))
     }
 }

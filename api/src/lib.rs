@@ -26,6 +26,7 @@ pub mod per_principal;
 pub mod routes;
 pub mod serve;
 pub mod state;
+pub mod trace;
 pub mod webhooks;
 
 pub use app::Application;

@@ -93,6 +93,7 @@ pub fn router(state: AppState) -> Router {
     let guard = middleware::from_fn_with_state(state, guard(READERS, scope::PathScope::Unnamed));
     let mcp = tower::ServiceBuilder::new()
         .layer(middleware::from_fn(correlate))
+        .layer(middleware::from_fn(crate::trace::layer))
         .layer(middleware::from_fn(record_metrics))
         .layer(guard)
         .layer(middleware::from_fn_with_state(
@@ -134,22 +135,28 @@ fn api(state: AppState) -> Router {
                 .make_span_with(request_span)
                 .on_response(DefaultOnResponse::new().level(Level::INFO)),
         )
+        .layer(middleware::from_fn(crate::trace::layer))
         .layer(middleware::from_fn(correlate))
         .with_state(state)
 }
 
-/// The span every request's log lines are logged in: method, path and the correlation id
-/// ([`correlate`] runs first and sets it).
+/// The span every request's log lines are logged in: method, path, the correlation id and
+/// the W3C trace id ([`correlate`] and [`crate::trace::layer`] run first and set them).
 fn request_span(req: &Request) -> tracing::Span {
     let correlation_id = req
         .extensions()
         .get::<CorrelationId>()
         .map_or("", |c| c.0.as_str());
+    let trace_id = req
+        .extensions()
+        .get::<crate::trace::RequestTrace>()
+        .map_or("", |t| t.0.trace_id());
     tracing::info_span!(
         "request",
         method = %req.method(),
         path = %req.uri().path(),
         correlation_id,
+        trace_id,
     )
 }
 

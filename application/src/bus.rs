@@ -51,6 +51,10 @@ pub struct EventMetadata {
     /// `turn_epoch` in the stored metadata, CloudEvent extensions `turnid`, `turnepoch`.
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<TurnRef>,
+    /// The trace of what caused it (issue 34): `traceparent` and `tracestate` in the
+    /// stored metadata, CloudEvent extensions of the same names.
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<crate::trace::TraceContext>,
 }
 
 /// A turn and the epoch of a claim on it: what `PM-Turn-Id` and `PM-Turn-Epoch` name.
@@ -174,6 +178,8 @@ pub struct CommandContext {
     /// Which turns the command ends, when fenced (set by the use case that knows the
     /// command; see [`Fence::ends`]).
     pub ends: Option<Ending>,
+    /// The request's span in its trace (issue 34), recorded with every fact it writes.
+    pub trace: Option<crate::trace::TraceContext>,
 }
 
 impl CommandContext {
@@ -284,6 +290,7 @@ impl<S> CommandBus<S> {
             principal: ctx.principal.clone(),
             recorded_at: now,
             turn: ctx.turn,
+            trace: ctx.trace.clone(),
         };
         let fence = ctx.turn.map(|turn| Fence {
             turn,

@@ -19,6 +19,7 @@
 //! - [`scope`]: which organizations a principal may see — the rule every reader and
 //!   writer applies.
 //! - [`clock`]: the injected clock.
+//! - [`trace`]: the W3C trace context every fact and rune records.
 //! - [`webhooks`]: webhook subscriptions, their signatures, the SSRF policy and the
 //!   dispatcher that delivers them.
 
@@ -36,6 +37,7 @@ pub mod sagas;
 pub mod scope;
 pub mod slots;
 pub mod speaker;
+pub mod trace;
 pub mod views;
 pub mod webhooks;
 pub mod workers;

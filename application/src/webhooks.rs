@@ -174,6 +174,8 @@ pub struct Delivery {
     pub signature: String,
     /// The event's CloudEvent JSON.
     pub body: Vec<u8>,
+    /// `traceparent` and `tracestate`: the trace of what caused the event (issue 34).
+    pub trace: Option<crate::trace::TraceContext>,
 }
 
 /// Why a delivery failed (it is retried).

@@ -68,6 +68,11 @@ pub struct EventAttributes {
     pub turn_id: Option<Uuid>,
     /// The epoch of the claim it acted under (the `turnepoch` extension).
     pub turn_epoch: Option<i64>,
+    /// The W3C `traceparent` of what caused it (the CloudEvents distributed-tracing
+    /// extension): continue it to put what the event causes in the same trace.
+    pub traceparent: Option<String>,
+    /// The W3C `tracestate` that came with it.
+    pub tracestate: Option<String>,
 }
 
 /// What a [`LogEvent`] says. More typed variants will come (the runes of the sagas);
@@ -198,6 +203,10 @@ pub(crate) struct WireEvent {
     turnid: Option<Uuid>,
     #[serde(default)]
     turnepoch: Option<i64>,
+    #[serde(default)]
+    traceparent: Option<String>,
+    #[serde(default)]
+    tracestate: Option<String>,
 }
 
 impl WireEvent {
@@ -225,6 +234,8 @@ impl WireEvent {
                 principal: self.principal,
                 turn_id: self.turnid,
                 turn_epoch: self.turnepoch,
+                traceparent: self.traceparent,
+                tracestate: self.tracestate,
             }),
             content,
         })

@@ -288,7 +288,7 @@ pub use retry::{is_retryable, parse_retry_after, RetryPolicy};
 pub use tools::{
     ApprovalNote, Approvals, Executor, ExecutorBuilder, ToolBatch, ToolCall, ToolResult, ToolRun,
 };
-pub use turns::{ClaimContext, ClaimRequest, ClaimedTurn, Heartbeat, TurnFence};
+pub use turns::{ClaimContext, ClaimRequest, ClaimedTurn, Heartbeat, TraceContext, TurnFence};
 pub use webhooks::{verify_webhook, verify_webhook_at};
 pub use worker::{TurnHandle, Worker, WorkerBuilder};
 

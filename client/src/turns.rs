@@ -26,7 +26,7 @@ use pm_domain::text::Label;
 use serde::Serialize;
 use uuid::Uuid;
 
-pub use types::{ClaimContext, ClaimRequest, ClaimedTurn, Heartbeat, TurnFence};
+pub use types::{ClaimContext, ClaimRequest, ClaimedTurn, Heartbeat, TraceContext, TurnFence};
 
 use crate::http::{Call, Retries};
 use crate::{Client, Controlled, Error};

@@ -6,7 +6,8 @@
 
 mod horizon;
 
-use pm_application::log::{EventFilter, Json, LogPosition, LogReader, LoggedEvent};
+use pm_application::log::{EventFilter, Json, LogPosition, LogReader, LoggedEvent, LoggedMetadata};
+use pm_application::trace::TraceContext;
 use pm_application::AppError;
 use tokio::sync::watch;
 
@@ -43,6 +44,34 @@ impl DbLogReader {
             doorbell,
             horizon: Arc::default(),
         }
+    }
+
+    /// The trace context recorded with the first event of aggregate `aggregate_id` of
+    /// `aggregate_type` (what started it, e.g. a turn's first rune: the trace of the fact
+    /// that caused the turn); `None` when there is no such event or it recorded none. One
+    /// primary-key read of the metadata alone (nothing to open).
+    ///
+    /// # Errors
+    /// [`AppError::Unavailable`] when the store cannot be read.
+    pub async fn opening_trace(
+        &self,
+        aggregate_type: &str,
+        aggregate_id: &str,
+    ) -> Result<Option<TraceContext>, AppError> {
+        let sql = "SELECT metadata FROM events \
+                   WHERE aggregate_type = $1 AND aggregate_id = $2 AND sequence = 1";
+        let args = Args::new().text(aggregate_type).text(aggregate_id);
+        let Some(row) = self
+            .db
+            .fetch_optional(sql, args)
+            .await
+            .map_err(store_error)?
+        else {
+            return Ok(None);
+        };
+        let metadata = Json::from_text(row.string("metadata").map_err(|e| corrupt("row", e))?)
+            .map_err(|e| corrupt("metadata", e))?;
+        Ok(LoggedMetadata::new(&metadata).trace())
     }
 
     /// The position readers may read up to now: the newest row on SQLite; on PostgreSQL

@@ -137,6 +137,13 @@ impl NatsRelay {
             let body = serde_json::to_vec(&cloud).map_err(|e| transient(&e))?;
             let mut headers = async_nats::HeaderMap::new();
             headers.insert("Nats-Msg-Id", cloud.id.as_str());
+            // The trace of what caused it, as W3C headers (a consumer continues it).
+            if let Some(traceparent) = &cloud.traceparent {
+                headers.insert("traceparent", traceparent.as_str());
+            }
+            if let Some(tracestate) = &cloud.tracestate {
+                headers.insert("tracestate", tracestate.as_str());
+            }
             let subject = format!("{}.{}", self.settings.prefix, event.event_type);
             let ack = self
                 .js

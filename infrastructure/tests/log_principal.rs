@@ -59,6 +59,7 @@ fn by(principal: &str, role: &str) -> CommandContext {
         idempotency_key: None,
         turn: None,
         ends: None,
+        trace: None,
     }
 }
 

@@ -289,6 +289,7 @@ fn new_rune(conversation: Uuid, recorded: Recorded, sequence: i64) -> NewRune {
             principal: "system".into(),
             recorded_at: Utc::now(),
             turn: None,
+            trace: None,
         },
     }
 }

@@ -51,6 +51,7 @@ async fn commit(
                 principal: "system".into(),
                 recorded_at: Utc::now(),
                 turn: None,
+                trace: None,
             },
         })
         .collect();
@@ -174,6 +175,7 @@ async fn only_the_sagas_runes_name_a_causing_position(db: TestDb) {
             principal: "admin".into(),
             recorded_at: Utc::now(),
             turn: None,
+            trace: None,
         },
     };
     let write = SagaWrite {

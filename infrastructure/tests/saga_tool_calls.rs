@@ -143,6 +143,7 @@ fn called(c: &pm_domain::saga::ToolCallView, time: DateTime<Utc>) -> NewRune {
             principal: "system".into(),
             recorded_at: time,
             turn: None,
+            trace: None,
         },
     }
 }

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use pm_application::trace::TraceContext;
 use pm_application::webhooks::policy::HostPolicy;
 use pm_application::webhooks::{Deliverer, Delivery, DeliveryError};
 use pm_infrastructure::webhooks::http::HttpDeliverer;
@@ -45,6 +46,8 @@ async fn receiver(status: u16) -> (u16, Arc<AtomicUsize>, Arc<Mutex<Vec<String>>
     (port, connections, requests)
 }
 
+const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
 fn delivery(url: String) -> Delivery {
     Delivery {
         url,
@@ -52,6 +55,10 @@ fn delivery(url: String) -> Delivery {
         timestamp: 1_700_000_000,
         signature: "v1,c2ln".into(),
         body: br#"{"id":"turn:t:1"}"#.to_vec(),
+        trace: Some(TraceContext {
+            traceparent: TRACEPARENT.into(),
+            tracestate: Some("congo=t61rcWkgMzE".into()),
+        }),
     }
 }
 
@@ -71,12 +78,15 @@ async fn given_an_allowed_receiver_when_delivered_then_the_headers_and_status_co
     let (port, _, requests) = receiver(204).await;
     assert_eq!(deliver_to_loopback(port).await, Ok(()));
     let request = requests.lock().await[0].to_ascii_lowercase();
+    let traceparent = format!("traceparent: {TRACEPARENT}");
     for line in [
         "post /hook http/1.1",
         "content-type: application/json",
         "webhook-id: turn:t:1",
         "webhook-timestamp: 1700000000",
         "webhook-signature: v1,c2ln",
+        traceparent.as_str(),
+        "tracestate: congo=t61rcwkgmze",
         r#"{"id":"turn:t:1"}"#,
     ] {
         assert!(request.contains(line), "{line} in {request}");

@@ -38,10 +38,7 @@ pub fn names() -> (String, String) {
 ///
 /// # Panics
 /// When the stream cannot be read.
-pub async fn stream_messages(
-    client: &async_nats::Client,
-    stream: &str,
-) -> Vec<(String, String, Value)> {
+pub async fn stream_messages(client: &async_nats::Client, stream: &str) -> Vec<Relayed> {
     let js = jetstream::new(client.clone());
     let mut stream = js.get_stream(stream).await.expect("the stream exists");
     let count =
@@ -57,32 +54,66 @@ pub async fn stream_messages(
         .expect("the stream answers")
     {
         let m = m.expect("a message");
-        let id = m
-            .headers
-            .as_ref()
-            .and_then(|h| h.get("Nats-Msg-Id"))
-            .map(|v| v.as_str().to_string())
-            .unwrap_or_default();
-        let body: Value = serde_json::from_slice(&m.payload).expect("JSON");
-        all.push((id, m.subject.to_string(), body));
+        let header = |name: &str| {
+            m.headers
+                .as_ref()
+                .and_then(|h| h.get(name))
+                .map(|v| v.as_str().to_string())
+        };
+        all.push(Relayed {
+            id: header("Nats-Msg-Id").unwrap_or_default(),
+            subject: m.subject.to_string(),
+            body: serde_json::from_slice(&m.payload).expect("JSON"),
+            traceparent: header("traceparent"),
+            tracestate: header("tracestate"),
+        });
     }
     all
 }
 
+/// A message of the relay's stream.
+#[derive(Debug, Clone)]
+pub struct Relayed {
+    /// Its `Nats-Msg-Id` header.
+    pub id: String,
+    /// Its subject.
+    pub subject: String,
+    /// Its body (a CloudEvent).
+    pub body: Value,
+    /// Its `traceparent` header.
+    pub traceparent: Option<String>,
+    /// Its `tracestate` header.
+    pub tracestate: Option<String>,
+}
+
 /// The stream holds exactly `log` (the `/v1/events` CloudEvents), in order, on
-/// `<prefix>.<type>`, each body the event's CloudEvent.
+/// `<prefix>.<type>`, each body the event's CloudEvent and each message's trace headers
+/// its CloudEvent's trace extensions.
 ///
 /// # Panics
 /// When it does not.
-pub fn assert_exactly_the_log(stream: &[(String, String, Value)], log: &[Value], prefix: &str) {
-    let ids: Vec<&str> = stream.iter().map(|(id, ..)| id.as_str()).collect();
+pub fn assert_exactly_the_log(stream: &[Relayed], log: &[Value], prefix: &str) {
+    let ids: Vec<&str> = stream.iter().map(|m| m.id.as_str()).collect();
     let want: Vec<&str> = log.iter().filter_map(|e| e["id"].as_str()).collect();
     assert_eq!(ids.len(), want.len(), "as many messages as events");
     assert_eq!(ids, want, "every event once, in log order");
-    for ((id, subject, body), event) in stream.iter().zip(log) {
+    for (m, event) in stream.iter().zip(log) {
         let expected = format!("{prefix}.{}", event["type"].as_str().unwrap_or(""));
-        assert_eq!(subject, &expected);
-        assert_eq!(body, event, "the body of {id} is its CloudEvent");
+        assert_eq!(m.subject, expected);
+        assert_eq!(&m.body, event, "the body of {} is its CloudEvent", m.id);
+        assert!(event["traceparent"].is_string(), "{event}");
+        assert_eq!(
+            m.traceparent.as_deref(),
+            event["traceparent"].as_str(),
+            "{}",
+            m.id
+        );
+        assert_eq!(
+            m.tracestate.as_deref(),
+            event["tracestate"].as_str(),
+            "{}",
+            m.id
+        );
     }
 }
 

@@ -15,7 +15,27 @@ pub fn relay() -> Value {
                 "type": "string",
                 "description": "The CloudEvent `id` (`<aggregate_type>:<aggregate_id>:<sequence>`): JetStream drops a message it stored within the hour, consumers deduplicate by it.",
             },
+            "traceparent": traceparent(),
+            "tracestate": tracestate(),
         },
+    })
+}
+
+/// The W3C `traceparent` of what caused an event (its CloudEvent extension of the same
+/// name), as a relayed message or a webhook delivery carries it.
+fn traceparent() -> Value {
+    json!({
+        "type": "string",
+        "pattern": "^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$",
+        "description": "The W3C trace context of what caused the event (the CloudEvent's `traceparent` extension): continue it, and what the consumer does joins that trace. Absent on events written before events recorded one.",
+    })
+}
+
+/// The W3C `tracestate` that came with it.
+fn tracestate() -> Value {
+    json!({
+        "type": "string",
+        "description": "The W3C `tracestate` the trace's caller sent, when it sent one.",
     })
 }
 
@@ -56,6 +76,8 @@ pub fn webhook() -> Value {
                 "pattern": "^v1,[A-Za-z0-9+/]+={0,2}$",
                 "description": "`v1,<base64 HMAC-SHA256 of \"<webhook-id>.<webhook-timestamp>.<body>\">`, keyed with the base64-decoded part of the subscription's secret after `whsec_`.",
             },
+            "traceparent": traceparent(),
+            "tracestate": tracestate(),
         },
     })
 }

@@ -173,6 +173,9 @@ impl McpTool {
             crate::extract::TURN_ID_HEADER,
             crate::extract::TURN_EPOCH_HEADER,
             "x-correlation-id",
+            // The call's facts join the trace of the MCP request.
+            "traceparent",
+            "tracestate",
         ] {
             if let Some(value) = headers.get(name) {
                 builder = builder.header(name, value);

@@ -147,6 +147,7 @@ fn metadata(ctx: &Ctx, control: &str, recorded_at: chrono::DateTime<chrono::Utc>
         principal: ctx.0.principal.clone(),
         recorded_at,
         turn: None,
+        trace: ctx.0.trace.clone(),
     }
 }
 

@@ -11,6 +11,7 @@ use pm_application::bus::EventMetadata;
 use pm_application::log::LogPosition;
 use pm_application::queries::SagaReadStore;
 use pm_application::sagas::ClaimFilter;
+use pm_application::trace::TraceContext;
 use pm_application::views::TurnView;
 use pm_application::workers::{
     claim_context, heartbeat_refused, ClaimContext, ClaimRequest, Refused,
@@ -65,6 +66,12 @@ pub struct ClaimAnswer {
     pub worker: String,
     /// What the worker needs.
     pub context: ClaimContext,
+    /// The turn's span (`invoke_agent`) in the W3C trace of what caused the turn — the
+    /// ingress request of its message, say: send its `traceparent` (and `tracestate`)
+    /// with the model calls and the reports of this claim, so they join that trace.
+    /// Absent for a turn whose cause recorded no trace (written before traces were).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace_context: Option<TraceContext>,
 }
 
 /// The body of `POST /v1/turns/{id}/heartbeat` (optional).
@@ -142,6 +149,7 @@ pub(super) fn metadata(ctx: &Ctx, what: &str, state: &AppState) -> EventMetadata
         principal: ctx.0.principal.clone(),
         recorded_at: state.sagas.clock().now(),
         turn: ctx.0.turn,
+        trace: ctx.0.trace.clone(),
     }
 }
 
@@ -274,11 +282,14 @@ pub async fn claim(
     };
     state.lookup.learn_turn(claimed.turn.id, info);
     let read = async {
-        let turn = turn_row(&state, claimed.turn.id).await?;
+        let (turn, trace) = tokio::try_join!(
+            turn_row(&state, claimed.turn.id),
+            turn_trace(&state, claimed.turn.id)
+        )?;
         let context = claim_context(&state.queries, &turn, claimed.position).await?;
-        Ok::<_, ApiError>((turn, context))
+        Ok::<_, ApiError>((turn, context, trace))
     };
-    let (turn, context) = state
+    let (turn, context, trace_context) = state
         .workers
         .answer_claim(&claimed, metadata(&ctx, "claim", &state), read)
         .await?;
@@ -290,11 +301,21 @@ pub async fn claim(
         lease_expires_at: claimed.lease.lease_expires_at,
         worker: claimed.lease.worker,
         context,
+        trace_context,
     };
     Ok(with_position(
         Json(answer).into_response(),
         claimed.position,
     ))
+}
+
+/// Turn `id`'s span in the trace of its cause, which its first rune recorded.
+async fn turn_trace(state: &AppState, id: Uuid) -> Result<Option<TraceContext>, ApiError> {
+    let cause = state
+        .log
+        .opening_trace(pm_domain::saga::TURN_TYPE, &id.to_string())
+        .await?;
+    Ok(cause.map(|cause| cause.of_turn(id)))
 }
 
 /// `POST /v1/turns/{id}/heartbeat`: the claim holds the turn `lease_ms` longer. Writes

@@ -195,6 +195,7 @@ fn ctx() -> CommandContext {
         idempotency_key: None,
         turn: None,
         ends: None,
+        trace: None,
     }
 }
 
@@ -222,6 +223,21 @@ async fn given_a_new_aggregate_when_executed_then_created_with_the_stores_positi
         *bus.store().loads.lock().expect("lock"),
         vec![Load::AssumeNew]
     );
+}
+
+#[tokio::test]
+async fn given_a_requests_trace_when_executed_then_the_facts_metadata_records_it() {
+    let bus = bus(FakeStore::default(), 3);
+    let trace = crate::trace::TraceContext::root();
+    let ctx = CommandContext {
+        trace: Some(trace.clone()),
+        ..ctx()
+    };
+    bus.execute::<Note>(Uuid::nil(), Load::AssumeNew, "hi".into(), &ctx, Utc::now())
+        .await
+        .expect("created");
+    let written = bus.store().metadata.lock().expect("lock").clone();
+    assert_eq!(written[0].trace, Some(trace));
 }
 
 #[tokio::test]

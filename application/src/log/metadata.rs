@@ -11,6 +11,8 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use uuid::Uuid;
 
+use crate::trace::TraceContext;
+
 /// The keys [`EventMetadata`](crate::bus::EventMetadata) is stored under (its serde names).
 const CORRELATION_ID: &str = "correlation_id";
 const CAUSATION_ID: &str = "causation_id";
@@ -19,6 +21,8 @@ const PRINCIPAL: &str = "principal";
 const RECORDED_AT: &str = "recorded_at";
 const TURN_ID: &str = "turn_id";
 const TURN_EPOCH: &str = "turn_epoch";
+const TRACEPARENT: &str = "traceparent";
+const TRACESTATE: &str = "tracestate";
 
 /// A logged event's metadata (borrowed from the event's parsed JSON, which is parsed once
 /// and shared by every reader of the event).
@@ -73,6 +77,15 @@ impl<'a> LoggedMetadata<'a> {
     pub fn turn_epoch(self) -> Option<i64> {
         self.0.get(TURN_EPOCH)?.as_i64()
     }
+
+    /// The trace of what caused it (issue 34); `None` for an event written before events
+    /// recorded one.
+    pub fn trace(self) -> Option<TraceContext> {
+        Some(TraceContext {
+            traceparent: self.text(TRACEPARENT)?.to_string(),
+            tracestate: self.text(TRACESTATE).map(str::to_string),
+        })
+    }
 }
 
 #[cfg(test)]
@@ -95,6 +108,7 @@ mod tests {
                 turn_id: Uuid::new_v4(),
                 turn_epoch: 3,
             }),
+            trace: Some(TraceContext::root()),
         };
         let stored = serde_json::to_value(&written).expect("serializes");
 
@@ -107,6 +121,7 @@ mod tests {
         assert_eq!(read.recorded_at(), Some(written.recorded_at));
         assert_eq!(read.turn_id(), written.turn.map(|t| t.turn_id));
         assert_eq!(read.turn_epoch(), Some(3));
+        assert_eq!(read.trace(), written.trace);
     }
 
     #[test]
@@ -127,6 +142,7 @@ mod tests {
         assert_eq!(read.principal(), None);
         assert_eq!(read.turn_id(), None);
         assert_eq!(read.turn_epoch(), None);
+        assert_eq!(read.trace(), None);
         assert_eq!(LoggedMetadata::new(&Value::Null).recorded_at(), None);
     }
 }

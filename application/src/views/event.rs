@@ -53,6 +53,14 @@ pub struct CloudEvent {
     /// The epoch of the claim it acted under (metadata `turn_epoch`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turnepoch: Option<i64>,
+    /// The W3C `traceparent` of what caused it (the CloudEvents distributed-tracing
+    /// extension): the span of the request that wrote it, or of the request whose fact the
+    /// sagas decided on. Absent on events written before events recorded one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
+    /// The W3C `tracestate` that came with it, when the caller sent one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracestate: Option<String>,
 }
 
 impl From<&LoggedEvent> for CloudEvent {
@@ -82,6 +90,8 @@ impl From<&LoggedEvent> for CloudEvent {
             conversationid: e.conversation_id.map(|c| c.to_string()),
             turnid: meta("turn_id"),
             turnepoch: e.metadata.get("turn_epoch").and_then(Value::as_i64),
+            traceparent: meta("traceparent"),
+            tracestate: meta("tracestate"),
         }
     }
 }

@@ -387,6 +387,7 @@ impl<S: WebhookStore, L: LogReader, D: Deliverer> Loop<S, L, D> {
                             timestamp,
                             signature,
                             body: body.clone(),
+                            trace: event.meta().trace(),
                         };
                         tokio::select! {
                             _ = self.token.cancelled() => return Outcome::Stop,

@@ -156,6 +156,11 @@ pub struct ClaimedTurn {
     pub worker: String,
     /// What the worker needs, read once the read model had the claim.
     pub context: ClaimContext,
+    /// The turn's span in the W3C trace of what caused it: send its `traceparent` (and
+    /// `tracestate`) with the model's calls, so they join the trace of, say, the ingress
+    /// request whose message the turn answers. `None` from a service that predates traces.
+    #[serde(default)]
+    pub trace_context: Option<TraceContext>,
     /// The log position of the claim's `turn.claimed` (`X-Event-Position`).
     #[serde(skip)]
     pub position: Option<Position>,
@@ -166,6 +171,18 @@ impl ClaimedTurn {
     pub fn fence(&self) -> TurnFence {
         TurnFence::new(self.turn.id, self.turn_epoch)
     }
+}
+
+/// A W3C trace context (<https://www.w3.org/TR/trace-context/>), as the headers of the
+/// same names carry it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[non_exhaustive]
+pub struct TraceContext {
+    /// `00-<trace-id>-<parent-id>-<trace-flags>`.
+    pub traceparent: String,
+    /// The vendors' `tracestate`, when the trace carries one.
+    #[serde(default)]
+    pub tracestate: Option<String>,
 }
 
 /// What a claimed turn is about, so a worker needs no other read to start.

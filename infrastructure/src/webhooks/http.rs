@@ -120,13 +120,20 @@ impl Deliverer for HttpDeliverer {
                 message: e.to_string(),
             });
         }
-        let response = self
+        let mut request = self
             .client
             .post(&delivery.url)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .header("webhook-id", &delivery.id)
             .header("webhook-timestamp", delivery.timestamp.to_string())
-            .header("webhook-signature", &delivery.signature)
+            .header("webhook-signature", &delivery.signature);
+        if let Some(trace) = &delivery.trace {
+            request = request.header("traceparent", &trace.traceparent);
+            if let Some(state) = &trace.tracestate {
+                request = request.header("tracestate", state);
+            }
+        }
+        let response = request
             .body(delivery.body.clone())
             .send()
             .await

@@ -52,5 +52,6 @@ mod stats;
 mod status;
 mod task_queries;
 mod tools;
+mod traces;
 mod webhooks;
 mod workers;

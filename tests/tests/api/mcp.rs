@@ -315,6 +315,22 @@ async fn turn_worked_through_mcp(db: TestDb) {
         "{claimed}"
     );
     let epoch = claimed["turn_epoch"].as_i64().expect("turn_epoch");
+    // The claim hands the worker the turn's span in the trace of the message it answers.
+    let log = events(&svc, &format!("conversation_id={conv}")).await;
+    let said = log
+        .iter()
+        .find(|e| e["data"]["id"] == human_message.as_str())
+        .expect("the message's fact");
+    let cause = pm_application::trace::TraceContext {
+        traceparent: said["traceparent"].as_str().expect("traced").to_string(),
+        tracestate: None,
+    };
+    let turn_id = uuid::Uuid::parse_str(&turn).expect("a turn id");
+    assert_eq!(
+        claimed["trace_context"]["traceparent"],
+        cause.of_turn(turn_id).traceparent.as_str(),
+        "{claimed}"
+    );
 
     // The model works the turn through a session scoped to it.
     let model = connect(&svc, LLM, Some((&turn, epoch))).await;

@@ -21,14 +21,14 @@ const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 /// A receiver on a loopback port: records every delivery; fails the first `fail_first`
 /// with `500`, and every one while `down` with `503`.
 #[derive(Default)]
-struct Receiver {
-    deliveries: Mutex<Vec<(HeaderMap, Bytes)>>,
-    fail_first: AtomicUsize,
+pub(crate) struct Receiver {
+    pub(crate) deliveries: Mutex<Vec<(HeaderMap, Bytes)>>,
+    pub(crate) fail_first: AtomicUsize,
     down: AtomicBool,
 }
 
 impl Receiver {
-    async fn start() -> (Arc<Self>, String) {
+    pub(crate) async fn start() -> (Arc<Self>, String) {
         let receiver = Arc::new(Self::default());
         let app = axum::Router::new()
             .route("/hook", axum::routing::post(hook))
@@ -42,7 +42,7 @@ impl Receiver {
     }
 
     /// The `webhook-id` of every delivery so far, in arrival order.
-    fn ids(&self) -> Vec<String> {
+    pub(crate) fn ids(&self) -> Vec<String> {
         self.deliveries
             .lock()
             .expect("lock")
@@ -76,7 +76,7 @@ async fn hook(
     }
 }
 
-fn header(headers: &HeaderMap, name: &str) -> String {
+pub(crate) fn header(headers: &HeaderMap, name: &str) -> String {
     headers
         .get(name)
         .and_then(|v| v.to_str().ok())
@@ -94,7 +94,7 @@ async fn start(db: &TestDb, max_attempts: u32) -> TestService {
     TestService::start_with(config).await
 }
 
-async fn subscribe(svc: &TestService, url: &str, types: &[&str]) -> String {
+pub(crate) async fn subscribe(svc: &TestService, url: &str, types: &[&str]) -> String {
     let r = svc
         .post(
             Some(ADMIN),
@@ -124,7 +124,7 @@ async fn expected(svc: &TestService, matches: impl Fn(&str) -> bool) -> Vec<Valu
     }
 }
 
-async fn until(what: &str, mut done: impl FnMut() -> bool) {
+pub(crate) async fn until(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while !done() {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
@@ -282,6 +282,12 @@ async fn deliveries_are_retried_in_order_and_signed(db: TestDb) {
             Some(header(headers, "webhook-id").as_str())
         );
         assert_eq!(event["specversion"], "1.0");
+        assert!(event["traceparent"].is_string(), "{event}");
+        assert_eq!(
+            event["traceparent"].as_str(),
+            Some(header(headers, "traceparent").as_str()),
+            "a delivery carries its event's trace"
+        );
     }
     let log = events(&svc, "").await;
     let last = log.last().expect("events")["position"].clone();

@@ -189,6 +189,8 @@ impl<S: SagaStore> SagaEngine<S> {
                 .to_string(),
             recorded_at: now,
             turn: None,
+            // In the trace of the fact it decides on.
+            trace: event.meta().trace(),
         };
         record(machines, write, p.conversation, outcome, &metadata);
         Ok(())

@@ -17,6 +17,7 @@ use super::{
 use crate::bus::EventMetadata;
 use crate::sagas::slots::Held;
 use crate::sagas::{SagaStore, SagaWrite};
+use crate::trace::TraceContext;
 use crate::AppError;
 
 impl<S: SagaStore> SagaEngine<S> {
@@ -69,6 +70,8 @@ impl<S: SagaStore> SagaEngine<S> {
                         principal: SYSTEM_PRINCIPAL.into(),
                         recorded_at: now,
                         turn: None,
+                        // No request caused it: a trace of its own.
+                        trace: Some(TraceContext::root()),
                     };
                     // The row is spent whatever the machine decides (a stale epoch does
                     // nothing).
@@ -125,6 +128,7 @@ impl<S: SagaStore> SagaEngine<S> {
             principal: SYSTEM_PRINCIPAL.into(),
             recorded_at: now,
             turn: None,
+            trace: Some(TraceContext::root()),
         };
         let recovered = self
             .run(Hold::one(conversation), None, |held, write| {

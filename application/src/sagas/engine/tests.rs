@@ -425,6 +425,7 @@ fn metadata() -> EventMetadata {
         principal: "admin".into(),
         recorded_at: Utc::now(),
         turn: None,
+        trace: None,
     }
 }
 

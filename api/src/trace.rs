@@ -1,0 +1,135 @@
+//! The W3C Trace Context of a request (issue 34): a request continues the trace its
+//! caller sent in `traceparent`/`tracestate` as a span of its own, or starts a new trace;
+//! every fact it writes records that span ([`pm_application::trace`]), and the answer
+//! names it in `traceresponse` (W3C Trace Context Level 2), so a caller that sent none can
+//! still find what it caused.
+//!
+//! A malformed `traceparent` is ignored, as the W3C recommendation asks (a new trace is
+//! started), never refused: tracing must not break a request.
+
+use axum::extract::Request;
+use axum::http::{HeaderMap, HeaderValue};
+use axum::middleware::Next;
+use axum::response::Response;
+use opentelemetry::propagation::{Extractor, TextMapPropagator};
+use opentelemetry::trace::TraceContextExt;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use pm_application::trace::TraceContext;
+
+/// The answer's header naming the request's span.
+pub const TRACERESPONSE: &str = "traceresponse";
+
+/// The request's span in its trace, put in the request's extensions by [`layer`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestTrace(pub TraceContext);
+
+/// Gives every request its span ([`of`]) and names it in the answer.
+pub async fn layer(mut req: Request, next: Next) -> Response {
+    let trace = of(req.headers());
+    let named = HeaderValue::from_str(&trace.traceparent).ok();
+    req.extensions_mut().insert(RequestTrace(trace));
+    let mut response = next.run(req).await;
+    if let Some(named) = named {
+        response.headers_mut().insert(TRACERESPONSE, named);
+    }
+    response
+}
+
+/// A new span in the trace of `headers`' valid `traceparent` (with its flags and its
+/// valid `tracestate` entries), or a new trace.
+pub fn of(headers: &HeaderMap) -> TraceContext {
+    if !headers.contains_key("traceparent") {
+        return TraceContext::root();
+    }
+    let cx = TraceContextPropagator::new().extract(&Headers(headers));
+    let span = cx.span();
+    let parent = span.span_context();
+    if !parent.is_valid() {
+        return TraceContext::root();
+    }
+    TraceContext::new(
+        parent.trace_id().to_bytes(),
+        parent.span_id().to_bytes(),
+        parent.trace_flags().to_u8(),
+        Some(parent.trace_state().header()),
+    )
+    .child()
+}
+
+/// The request's headers as the propagator reads them.
+struct Headers<'a>(&'a HeaderMap);
+
+impl Extractor for Headers<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(|v| v.to_str().ok())
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(axum::http::HeaderName::as_str).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.insert(*name, HeaderValue::from_str(value).expect("a header"));
+        }
+        headers
+    }
+
+    #[test]
+    fn given_a_callers_traceparent_when_read_then_the_request_is_a_new_span_of_its_trace() {
+        let trace = of(&headers(&[
+            ("traceparent", PARENT),
+            ("tracestate", "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"),
+        ]));
+
+        assert_eq!(trace.trace_id(), "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_ne!(trace.span_id(), "00f067aa0ba902b7");
+        assert_eq!(trace.flags(), "01");
+        assert_eq!(
+            trace.tracestate.as_deref(),
+            Some("congo=t61rcWkgMzE,rojo=00f067aa0ba902b7")
+        );
+    }
+
+    #[test]
+    fn given_an_unsampled_caller_when_read_then_the_flags_are_kept() {
+        let unsampled = PARENT.replace("-01", "-00");
+
+        let trace = of(&headers(&[("traceparent", &unsampled)]));
+
+        assert_eq!(trace.trace_id(), "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_eq!(trace.flags(), "00");
+        assert_eq!(trace.tracestate, None);
+    }
+
+    #[test]
+    fn given_no_or_a_malformed_traceparent_when_read_then_a_new_trace_starts() {
+        for bad in [
+            "",
+            "garbage",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+        ] {
+            let trace = of(&headers(&[("traceparent", bad)]));
+
+            assert_ne!(
+                trace.trace_id(),
+                "4bf92f3577b34da6a3ce929d0e0e4736",
+                "{bad}"
+            );
+            assert_eq!(trace.trace_id().len(), 32, "{bad}");
+            assert_eq!(trace.flags(), "01", "{bad}");
+        }
+        assert_eq!(of(&HeaderMap::new()).trace_id().len(), 32);
+    }
+}
