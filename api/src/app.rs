@@ -54,6 +54,9 @@ pub enum StartError {
     /// The listener.
     #[error("cannot listen on {0}: {1}")]
     Bind(SocketAddr, #[source] std::io::Error),
+    /// The OTLP endpoint or an `OTEL_*` setting is not usable.
+    #[error(transparent)]
+    Otlp(pm_infrastructure::otlp::OtlpError),
     /// `PM_NATS_URL` is not a NATS address.
     #[error("PM_NATS_URL: {0}")]
     Nats(#[source] async_nats::ConnectError),
@@ -82,6 +85,19 @@ type ReadModelRunner = ProcessorRunner<ReadModelProjection, DbProcessorStore, Db
 type SagaRunner = ProcessorRunner<SagaProcessor<DbSagaStore>, DbProcessorStore, DbLogReader>;
 type RelayRunner =
     ProcessorRunner<pm_infrastructure::relay::NatsRelay, DbProcessorStore, DbLogReader>;
+type AgentSpansRunner = ProcessorRunner<
+    pm_infrastructure::otlp::agent_spans::AgentSpans,
+    DbProcessorStore,
+    DbLogReader,
+>;
+
+/// The OTLP export's parts, when an endpoint is set.
+struct Tracing {
+    /// The turns' and tool calls' spans, from the log.
+    runner: AgentSpansRunner,
+    /// The requests' spans' exporting task, and what stops it (after the last request).
+    live: (tokio::task::JoinHandle<()>, CancellationToken),
+}
 
 /// Test hooks: failure injection for the black-box tests.
 #[derive(Debug, Clone, Default)]
@@ -111,6 +127,8 @@ pub struct Application {
     relay: Option<(RelayRunner, Arc<pm_infrastructure::relay::NatsRelay>)>,
     /// The webhooks' dispatcher.
     webhooks: crate::webhooks::WebhookDispatcher,
+    /// Spans over OTLP, when an endpoint is set.
+    tracing: Option<Tracing>,
     /// The keys of personal data (the pass sealing an older log's texts uses them).
     keys: Arc<pm_infrastructure::keys::KeyStore>,
 }
@@ -292,6 +310,34 @@ impl Application {
             .with_tail(tail.clone());
             (runner, relay)
         });
+        let (tracing, spans) = match config.otlp() {
+            Some(settings) => {
+                let otlp = pm_infrastructure::otlp::Otlp::new(&settings, reqwest::Client::new())
+                    .map_err(StartError::Otlp)?;
+                let stop = CancellationToken::new();
+                let (spans, task) =
+                    pm_infrastructure::otlp::live::LiveSpans::start(otlp.clone(), stop.clone());
+                let runner = ProcessorRunner::new(
+                    pm_infrastructure::otlp::agent_spans::AgentSpans::new(
+                        db.clone(),
+                        log.clone(),
+                        otlp,
+                    ),
+                    processors.clone(),
+                    log.clone(),
+                    runner_options(config, &owner, std::time::Duration::ZERO),
+                )
+                .0
+                .with_tail(tail.clone());
+                tracing::info!(url = %settings.traces_url, "exporting spans over OTLP");
+                let parts = Tracing {
+                    runner,
+                    live: (task, stop),
+                };
+                (Some(parts), Some(spans))
+            }
+            None => (None, None),
+        };
         let (webhooks, webhook_admin) = crate::webhooks::build(
             config,
             &db,
@@ -357,6 +403,7 @@ impl Application {
             max_body_bytes: config.max_body_bytes,
             body_read_timeout: std::time::Duration::from_millis(config.body_read_timeout_ms),
             mcp: config.mcp(),
+            spans,
         });
         let listener = bind(config.bind).map_err(|e| StartError::Bind(config.bind, e))?;
         let addr = listener
@@ -377,6 +424,7 @@ impl Application {
             nats,
             relay,
             webhooks,
+            tracing,
             keys,
         })
     }
@@ -427,6 +475,13 @@ impl Application {
             tokio::spawn(runner.run(token.clone()))
         });
         let webhooks = tokio::spawn(self.webhooks.run(token.clone()));
+        let (agent_spans, live_spans) = match self.tracing {
+            Some(parts) => (
+                Some(tokio::spawn(parts.runner.run(token.clone()))),
+                Some(parts.live),
+            ),
+            None => (None, None),
+        };
         let runner = tokio::spawn(self.runner.run(token.clone()));
         let (saga_runner, scheduler) = self.sagas;
         let saga_runner = tokio::spawn(saga_runner.run(token.clone()));
@@ -463,6 +518,18 @@ impl Application {
         if let Some(relay) = relay {
             if let Err(e) = relay.await {
                 tracing::error!(error = %e, "the NATS relay failed");
+            }
+        }
+        if let Some(agent_spans) = agent_spans {
+            if let Err(e) = agent_spans.await {
+                tracing::error!(error = %e, "the OTLP span exporter failed");
+            }
+        }
+        // Every request has ended: the last requests' spans go out.
+        if let Some((task, stop)) = live_spans {
+            stop.cancel();
+            if let Err(e) = task.await {
+                tracing::error!(error = %e, "the OTLP request span exporter failed");
             }
         }
         for (task, name) in [

@@ -88,6 +88,22 @@ pub struct Config {
     #[arg(long, env = "PM_NATS_SUBJECT_PREFIX", default_value = "pm")]
     pub nats_subject_prefix: String,
 
+    /// OTLP/HTTP (protobuf) collector base URL (`http://127.0.0.1:4318`): spans are exported
+    /// to `<url>/v1/traces` — requests, and each turn (`invoke_agent`) and tool call
+    /// (`execute_tool`) once it ended. Unset (with the next): no export, no cost. The
+    /// exporter also reads `OTEL_EXPORTER_OTLP_HEADERS`, `OTEL_EXPORTER_OTLP_TIMEOUT`, and
+    /// the resource `OTEL_RESOURCE_ATTRIBUTES`.
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
+    pub otel_exporter_otlp_endpoint: Option<String>,
+
+    /// The traces URL itself, used as given (overrides the endpoint above for traces).
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")]
+    pub otel_exporter_otlp_traces_endpoint: Option<String>,
+
+    /// The exported spans' `service.name`.
+    #[arg(long, env = "OTEL_SERVICE_NAME", default_value = "project-manager")]
+    pub otel_service_name: String,
+
     /// How long a sign-in to the operator console (`/console`) lasts, in seconds.
     #[arg(long, env = "PM_CONSOLE_SESSION_SECS", default_value_t = 28_800,
           value_parser = clap::value_parser!(u64).range(1..=2_592_000))]
@@ -402,6 +418,15 @@ impl Config {
     /// A configuration with every default (for tests and embedding).
     pub fn defaults() -> Self {
         Self::parse_from(["project-manager"])
+    }
+
+    /// Where spans go, when an OTLP endpoint is set.
+    pub fn otlp(&self) -> Option<pm_infrastructure::otlp::OtlpSettings> {
+        pm_infrastructure::otlp::OtlpSettings::of(
+            self.otel_exporter_otlp_endpoint.as_deref(),
+            self.otel_exporter_otlp_traces_endpoint.as_deref(),
+            &self.otel_service_name,
+        )
     }
 
     /// The database URL in effect.

@@ -90,10 +90,11 @@ pub fn router(state: AppState) -> Router {
     );
     let body_read_timeout = state.body_read_timeout;
     let open_mode = middleware::from_fn_with_state(state.clone(), crate::open_mode::layer);
+    let spans = state.spans.clone();
     let guard = middleware::from_fn_with_state(state, guard(READERS, scope::PathScope::Unnamed));
     let mcp = tower::ServiceBuilder::new()
         .layer(middleware::from_fn(correlate))
-        .layer(middleware::from_fn(crate::trace::layer))
+        .layer(middleware::from_fn_with_state(spans, crate::trace::layer))
         .layer(middleware::from_fn(record_metrics))
         .layer(guard)
         .layer(middleware::from_fn_with_state(
@@ -135,7 +136,10 @@ fn api(state: AppState) -> Router {
                 .make_span_with(request_span)
                 .on_response(DefaultOnResponse::new().level(Level::INFO)),
         )
-        .layer(middleware::from_fn(crate::trace::layer))
+        .layer(middleware::from_fn_with_state(
+            state.spans.clone(),
+            crate::trace::layer,
+        ))
         .layer(middleware::from_fn(correlate))
         .with_state(state)
 }
@@ -182,11 +186,15 @@ async fn correlate(mut req: Request, next: Next) -> Response {
 async fn record_metrics(req: Request, next: Next) -> Response {
     let start = Instant::now();
     let method = req.method().to_string();
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
+    let matched = req.extensions().get::<MatchedPath>().cloned();
+    let route = matched
+        .as_ref()
         .map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
-    let response = next.run(req).await;
+    let mut response = next.run(req).await;
+    // The request's span is named by its route (`crate::trace::layer`, outside the router).
+    if let Some(matched) = matched {
+        response.extensions_mut().insert(matched);
+    }
     let status = response.status().as_u16().to_string();
     let labels = [("method", method), ("route", route), ("status", status)];
     metrics::counter!("http_requests_total", &labels).increment(1);

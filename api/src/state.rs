@@ -71,6 +71,8 @@ pub struct Shared {
     pub body_read_timeout: Duration,
     /// The MCP endpoint's `Host` and `Origin` checks.
     pub mcp: crate::mcp::McpSettings,
+    /// The requests' spans' queue, when spans are exported (OTLP).
+    pub spans: Option<pm_infrastructure::otlp::live::LiveSpans>,
     /// Queries over the read model and the saga rows, with read-your-writes.
     pub queries: Queries<ReadModel, SagaReads, DbProcessorStore, DbLogReader>,
     /// The organization of what a path names (TRUST.md "Organizations").

@@ -6,15 +6,22 @@
 //!
 //! A malformed `traceparent` is ignored, as the W3C recommendation asks (a new trace is
 //! started), never refused: tracing must not break a request.
+//!
+//! When spans are exported (OTLP), the request's span is exported as it ends: a `SERVER`
+//! span named `<method> <route>` per the HTTP semantic conventions, a child of the
+//! caller's span, with the principal that was signed in.
 
-use axum::extract::Request;
+use axum::extract::{MatchedPath, Request, State};
 use axum::http::{HeaderMap, HeaderValue};
 use axum::middleware::Next;
 use axum::response::Response;
+use chrono::Utc;
 use opentelemetry::propagation::{Extractor, TextMapPropagator};
 use opentelemetry::trace::TraceContextExt;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
+use pm_application::trace::genai::{Attribute, SpanKind, SpanRecord};
 use pm_application::trace::TraceContext;
+use pm_infrastructure::otlp::live::LiveSpans;
 
 /// The answer's header naming the request's span.
 pub const TRACERESPONSE: &str = "traceresponse";
@@ -23,12 +30,68 @@ pub const TRACERESPONSE: &str = "traceresponse";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestTrace(pub TraceContext);
 
-/// Gives every request its span ([`of`]) and names it in the answer.
-pub async fn layer(mut req: Request, next: Next) -> Response {
-    let trace = of(req.headers());
+/// The principal a request was signed in as, put in the answer's extensions by the guard
+/// when spans are exported (the request's span names it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedIn(pub String);
+
+/// Gives every request its span ([`of`]), names it in the answer and, when spans are
+/// exported, exports it as it ends.
+pub async fn layer(
+    State(spans): State<Option<LiveSpans>>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let (trace, parent) = of(req.headers());
     let named = HeaderValue::from_str(&trace.traceparent).ok();
+    let started = spans.as_ref().map(|_| {
+        (
+            trace.clone(),
+            parent,
+            req.method().to_string(),
+            req.uri().path().to_string(),
+            Utc::now(),
+        )
+    });
     req.extensions_mut().insert(RequestTrace(trace));
     let mut response = next.run(req).await;
+    if let (Some(spans), Some((context, parent, method, path, start))) = (spans, started) {
+        let status = response.status().as_u16();
+        let route = response
+            .extensions()
+            .get::<MatchedPath>()
+            .map(|m| m.as_str().to_string());
+        let mut attributes = vec![
+            ("http.request.method", Attribute::Text(method.clone())),
+            ("url.path", Attribute::Text(path)),
+            (
+                "http.response.status_code",
+                Attribute::Int(i64::from(status)),
+            ),
+        ];
+        if let Some(route) = &route {
+            attributes.push(("http.route", Attribute::Text(route.clone())));
+        }
+        if let Some(principal) = response.extensions().get::<SignedIn>() {
+            attributes.push(("pm.principal", Attribute::Text(principal.0.clone())));
+        }
+        let error = (status >= 500).then(|| status.to_string());
+        if let Some(error) = &error {
+            attributes.push(("error.type", Attribute::Text(error.clone())));
+        }
+        spans.finished(SpanRecord {
+            context,
+            parent_is_remote: parent.is_some(),
+            parent_span_id: parent,
+            name: route.map_or_else(|| method.clone(), |route| format!("{method} {route}")),
+            kind: SpanKind::Server,
+            start,
+            end: Utc::now(),
+            attributes,
+            events: Vec::new(),
+            error,
+        });
+    }
     if let Some(named) = named {
         response.headers_mut().insert(TRACERESPONSE, named);
     }
@@ -36,24 +99,24 @@ pub async fn layer(mut req: Request, next: Next) -> Response {
 }
 
 /// A new span in the trace of `headers`' valid `traceparent` (with its flags and its
-/// valid `tracestate` entries), or a new trace.
-pub fn of(headers: &HeaderMap) -> TraceContext {
+/// valid `tracestate` entries), with the caller's span id; or a new trace, without.
+pub fn of(headers: &HeaderMap) -> (TraceContext, Option<String>) {
     if !headers.contains_key("traceparent") {
-        return TraceContext::root();
+        return (TraceContext::root(), None);
     }
     let cx = TraceContextPropagator::new().extract(&Headers(headers));
     let span = cx.span();
     let parent = span.span_context();
     if !parent.is_valid() {
-        return TraceContext::root();
+        return (TraceContext::root(), None);
     }
-    TraceContext::new(
+    let caller = TraceContext::new(
         parent.trace_id().to_bytes(),
         parent.span_id().to_bytes(),
         parent.trace_flags().to_u8(),
         Some(parent.trace_state().header()),
-    )
-    .child()
+    );
+    (caller.child(), Some(caller.span_id().to_string()))
 }
 
 /// The request's headers as the propagator reads them.
@@ -85,11 +148,12 @@ mod tests {
 
     #[test]
     fn given_a_callers_traceparent_when_read_then_the_request_is_a_new_span_of_its_trace() {
-        let trace = of(&headers(&[
+        let (trace, parent) = of(&headers(&[
             ("traceparent", PARENT),
             ("tracestate", "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"),
         ]));
 
+        assert_eq!(parent.as_deref(), Some("00f067aa0ba902b7"));
         assert_eq!(trace.trace_id(), "4bf92f3577b34da6a3ce929d0e0e4736");
         assert_ne!(trace.span_id(), "00f067aa0ba902b7");
         assert_eq!(trace.flags(), "01");
@@ -103,7 +167,7 @@ mod tests {
     fn given_an_unsampled_caller_when_read_then_the_flags_are_kept() {
         let unsampled = PARENT.replace("-01", "-00");
 
-        let trace = of(&headers(&[("traceparent", &unsampled)]));
+        let (trace, _) = of(&headers(&[("traceparent", &unsampled)]));
 
         assert_eq!(trace.trace_id(), "4bf92f3577b34da6a3ce929d0e0e4736");
         assert_eq!(trace.flags(), "00");
@@ -120,7 +184,7 @@ mod tests {
             "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
             "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
         ] {
-            let trace = of(&headers(&[("traceparent", bad)]));
+            let (trace, parent) = of(&headers(&[("traceparent", bad)]));
 
             assert_ne!(
                 trace.trace_id(),
@@ -129,7 +193,8 @@ mod tests {
             );
             assert_eq!(trace.trace_id().len(), 32, "{bad}");
             assert_eq!(trace.flags(), "01", "{bad}");
+            assert_eq!(parent, None, "{bad}");
         }
-        assert_eq!(of(&HeaderMap::new()).trace_id().len(), 32);
+        assert_eq!(of(&HeaderMap::new()).0.trace_id().len(), 32);
     }
 }

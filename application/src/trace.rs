@@ -11,8 +11,13 @@
 //!   id ([`TraceContext::of_turn`]): every replica, and every restart, names the same span
 //!   without storing it, and the worker that claims the turn is handed it as its parent.
 //!
+//! - A tool call is a span of its turn's, named the same way from the turn and call ids.
+//!
 //! The header is parsed at the HTTP boundary (by the OpenTelemetry propagator); here it is
-//! only made and carried, as the text the log stores.
+//! only made and carried, as the text the log stores. [`genai`] says which spans the
+//! exporter derives from the durable state, and what they carry.
+
+pub mod genai;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -64,6 +69,15 @@ impl TraceContext {
         self.with_span(turn_span_id(turn))
     }
 
+    /// The span of turn `turn`'s tool call `call_id` in this (the turn's cause's) trace.
+    pub fn of_tool_call(&self, turn: Uuid, call_id: &str) -> Self {
+        self.with_span(derived_span_id(&[
+            b"project-manager execute_tool ",
+            turn.as_bytes(),
+            call_id.as_bytes(),
+        ]))
+    }
+
     fn with_span(&self, span_id: [u8; 8]) -> Self {
         Self {
             traceparent: format!(
@@ -99,9 +113,13 @@ impl TraceContext {
 /// The id of turn `turn`'s span: the first 8 bytes of SHA-256 over a label and the turn's
 /// id, never all zero (an invalid span id).
 pub fn turn_span_id(turn: Uuid) -> [u8; 8] {
-    let digest = Sha256::new()
-        .chain_update(b"project-manager invoke_agent ")
-        .chain_update(turn.as_bytes())
+    derived_span_id(&[b"project-manager invoke_agent ", turn.as_bytes()])
+}
+
+fn derived_span_id(parts: &[&[u8]]) -> [u8; 8] {
+    let digest = parts
+        .iter()
+        .fold(Sha256::new(), |hash, part| hash.chain_update(part))
         .finalize();
     let mut id = [0u8; 8];
     id.copy_from_slice(&digest[..8]);
@@ -199,6 +217,18 @@ mod tests {
             once.span_id(),
             "another turn is another span"
         );
+    }
+
+    #[test]
+    fn given_a_tool_call_when_its_span_is_named_then_it_is_its_own_in_the_turns_trace() {
+        let turn = Uuid::now_v7();
+
+        let call = parent().of_tool_call(turn, "a");
+
+        assert_eq!(call, parent().of_tool_call(turn, "a"));
+        assert_eq!(call.trace_id(), parent().trace_id());
+        assert_ne!(call.span_id(), parent().of_turn(turn).span_id());
+        assert_ne!(call.span_id(), parent().of_tool_call(turn, "b").span_id());
     }
 
     #[test]

@@ -19,6 +19,8 @@
 //! - [`sql`]: the two SQL dialects, and statements written once per dialect where they differ.
 //! - [`relay`]: the JetStream relay; [`webhooks`]: webhook subscriptions and their HTTP
 //!   deliveries.
+//! - [`otlp`]: spans exported over OTLP/HTTP — requests as they end, turns and tool calls
+//!   from the log once they ended.
 
 pub mod analysts;
 pub mod append;
@@ -30,6 +32,7 @@ pub mod idempotency;
 pub mod keys;
 pub mod log;
 pub mod lookup;
+pub mod otlp;
 pub mod owners;
 pub mod processor;
 pub mod read_model;

@@ -74,6 +74,26 @@ impl DbLogReader {
         Ok(LoggedMetadata::new(&metadata).trace())
     }
 
+    /// Every event of aggregate `aggregate_id` of `aggregate_type` (a stream), in order,
+    /// opened.
+    ///
+    /// # Errors
+    /// [`AppError::Unavailable`] when the store cannot be read.
+    pub async fn stream(
+        &self,
+        aggregate_type: &str,
+        aggregate_id: &str,
+    ) -> Result<Vec<LoggedEvent>, AppError> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM events \
+             WHERE aggregate_type = $1 AND aggregate_id = $2 ORDER BY sequence"
+        );
+        let args = Args::new().text(aggregate_type).text(aggregate_id);
+        let rows = self.db.fetch_all(&sql, args).await.map_err(store_error)?;
+        let events = rows.iter().map(logged).collect::<Result<Vec<_>, _>>()?;
+        self.opened(events).await
+    }
+
     /// The position readers may read up to now: the newest row on SQLite; on PostgreSQL
     /// the [horizon], moved by one statement.
     async fn readable(&self) -> Result<LogPosition, AppError> {

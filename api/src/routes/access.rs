@@ -82,7 +82,15 @@ pub fn guard(
             if let Err(e) = super::scope::check(scope, &caller, &mut parts, &state).await {
                 return e.into_response();
             }
-            next.run(Request::from_parts(parts, body)).await
+            let signed_in = state
+                .spans
+                .is_some()
+                .then(|| crate::trace::SignedIn(caller.principal().name().to_string()));
+            let mut response = next.run(Request::from_parts(parts, body)).await;
+            if let Some(signed_in) = signed_in {
+                response.extensions_mut().insert(signed_in);
+            }
+            response
         })
     }
 }

@@ -32,6 +32,7 @@ mod openapi_spec;
 mod ops;
 mod ops_conventions;
 mod organizations;
+mod otlp;
 mod pagination;
 mod poison;
 mod policies;

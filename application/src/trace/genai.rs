@@ -1,0 +1,242 @@
+//! The spans the service exports over OTLP (issue 34), as data: what each is named, when
+//! it starts and ends, and what it carries — per the OpenTelemetry semantic conventions
+//! [`SEMCONV`] (HTTP for requests, GenAI for agents and tools). The exporter turns them
+//! into OTLP; nothing here does I/O.
+//!
+//! A turn and each of its tool calls are spans derived from the durable state once they
+//! ended, never held in memory while they run: a turn that outlives a process (claimed
+//! before a restart, ended after) is one span, exported once, by whichever replica
+//! follows the log then.
+//!
+//! - `invoke_agent` (the turn): from its dispatch to its terminal rune, a child of the span
+//!   that caused it (the request whose fact the sagas turned into the turn), with its
+//!   claims, usage and outcome.
+//! - `execute_tool {tool}` (a tool call): from its report to its result, a child of its
+//!   turn's span, with the approval wait and the result's status.
+
+use chrono::{DateTime, Utc};
+use pm_domain::saga::rune::{
+    TOOL_APPROVAL_REQUESTED, TOOL_APPROVED, TOOL_CALL, TOOL_DENIED, TOOL_RESULT, TURN_ERROR,
+};
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::TraceContext;
+use crate::log::LoggedEvent;
+use crate::views::TurnView;
+
+/// The semantic conventions' version the spans follow (its schema URL is
+/// `https://opentelemetry.io/schemas/<version>`).
+pub const SEMCONV: &str = "1.38.0";
+
+/// A span's kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpanKind {
+    /// A request the service answered.
+    Server,
+    /// Work within the service (a turn, a tool call).
+    Internal,
+}
+
+/// An attribute's value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Attribute {
+    /// A string.
+    Text(String),
+    /// An integer.
+    Int(i64),
+    /// A boolean.
+    Bool(bool),
+}
+
+/// A finished span.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpanRecord {
+    /// The span: its trace, its id, the trace's flags and state.
+    pub context: TraceContext,
+    /// Its parent's span id (16 hex digits) in the same trace; `None` for a root.
+    pub parent_span_id: Option<String>,
+    /// Whether the parent is another process's span (a caller's).
+    pub parent_is_remote: bool,
+    /// Its name.
+    pub name: String,
+    /// Its kind.
+    pub kind: SpanKind,
+    /// When it started.
+    pub start: DateTime<Utc>,
+    /// When it ended (never before it started).
+    pub end: DateTime<Utc>,
+    /// What it carries.
+    pub attributes: Vec<(&'static str, Attribute)>,
+    /// Points in it: a name and a time.
+    pub events: Vec<(&'static str, DateTime<Utc>)>,
+    /// Why it failed, when it did (the span's status is an error then).
+    pub error: Option<String>,
+}
+
+fn text(value: impl Into<String>) -> Attribute {
+    Attribute::Text(value.into())
+}
+
+/// Saturates: token counts and waits beyond `i64` cannot happen, and must not fail.
+fn int(value: impl TryInto<i64>) -> Attribute {
+    Attribute::Int(value.try_into().unwrap_or(i64::MAX))
+}
+
+/// Turn `turn`'s `invoke_agent` span, `cause` the trace context of what caused it (its
+/// first rune's), ended at `ended_at` (its terminal rune's time).
+pub fn invoke_agent(turn: &TurnView, cause: &TraceContext, ended_at: DateTime<Utc>) -> SpanRecord {
+    let outcome = turn.terminal_rune.clone().unwrap_or_default();
+    let mut attributes = vec![
+        ("gen_ai.operation.name", text("invoke_agent")),
+        ("gen_ai.agent.id", text(turn.agent_id.to_string())),
+        (
+            "gen_ai.conversation.id",
+            text(turn.conversation_id.to_string()),
+        ),
+        ("gen_ai.usage.input_tokens", int(turn.input_tokens)),
+        ("gen_ai.usage.output_tokens", int(turn.output_tokens)),
+        ("pm.turn.id", text(turn.id.to_string())),
+        ("pm.turn.kind", text(turn.kind.as_str())),
+        ("pm.turn.claims", int(turn.claims)),
+        ("pm.turn.outcome", text(outcome.as_str())),
+        ("pm.turn.tool_calls", int(turn.tool_calls.len())),
+    ];
+    if let Some(task) = turn.task_id {
+        attributes.push(("pm.task.id", text(task.to_string())));
+    }
+    if let Some(reason) = &turn.deliverable_reason {
+        attributes.push(("pm.turn.deliverable_reason", text(reason.as_str())));
+    }
+    let error = (outcome == TURN_ERROR).then(|| {
+        turn.deliverable_reason
+            .clone()
+            .unwrap_or_else(|| outcome.clone())
+    });
+    if let Some(error) = &error {
+        attributes.push(("error.type", text(error.as_str())));
+    }
+    SpanRecord {
+        context: cause.of_turn(turn.id),
+        parent_span_id: Some(cause.span_id().to_string()),
+        parent_is_remote: false,
+        name: "invoke_agent".into(),
+        kind: SpanKind::Internal,
+        start: turn.created_at,
+        end: ended_at.max(turn.created_at),
+        attributes,
+        events: Vec::new(),
+        error,
+    }
+}
+
+/// What a tool call's runes say about it, read from its stream (`tool_call` aggregate).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCallHistory {
+    /// Its turn.
+    pub turn_id: Uuid,
+    /// The worker's id of the call.
+    pub call_id: String,
+    /// The tool.
+    pub tool_name: String,
+    /// When it was reported (`tool.call`).
+    pub called_at: DateTime<Utc>,
+    /// When a person was asked (`tool.approval_requested`).
+    pub approval_requested_at: Option<DateTime<Utc>>,
+    /// `approved` or `denied`, by whom and when.
+    pub decision: Option<(&'static str, String, DateTime<Utc>)>,
+    /// Its result's status and time (`tool.result`).
+    pub result: Option<(String, DateTime<Utc>)>,
+}
+
+impl ToolCallHistory {
+    /// The history in `runes` (one call's stream, in order); `None` when they hold no
+    /// `tool.call` or a rune has no time.
+    pub fn of(runes: &[LoggedEvent]) -> Option<Self> {
+        let mut history: Option<Self> = None;
+        for rune in runes {
+            let at = rune.recorded_at()?;
+            let field = |name: &str| rune.payload.get(name).and_then(Value::as_str);
+            match rune.event_type.as_str() {
+                TOOL_CALL => {
+                    history = Some(Self {
+                        turn_id: field("turn_id").and_then(|t| Uuid::parse_str(t).ok())?,
+                        call_id: field("call_id")?.to_string(),
+                        tool_name: field("tool_name").unwrap_or_default().to_string(),
+                        called_at: at,
+                        approval_requested_at: None,
+                        decision: None,
+                        result: None,
+                    });
+                }
+                TOOL_APPROVAL_REQUESTED => history.as_mut()?.approval_requested_at = Some(at),
+                TOOL_APPROVED | TOOL_DENIED => {
+                    let decided = if rune.event_type == TOOL_APPROVED {
+                        "approved"
+                    } else {
+                        "denied"
+                    };
+                    let approver = field("approver").unwrap_or_default().to_string();
+                    history.as_mut()?.decision = Some((decided, approver, at));
+                }
+                TOOL_RESULT => {
+                    let status = field("status").unwrap_or_default().to_string();
+                    history.as_mut()?.result = Some((status, at));
+                }
+                _ => {}
+            }
+        }
+        history
+    }
+}
+
+/// A tool call's `execute_tool` span once it has its result (`None` before), `cause` the
+/// trace context of what caused its turn.
+pub fn execute_tool(call: &ToolCallHistory, cause: &TraceContext) -> Option<SpanRecord> {
+    let (status, ended_at) = call.result.clone()?;
+    let mut attributes = vec![
+        ("gen_ai.operation.name", text("execute_tool")),
+        ("gen_ai.tool.name", text(call.tool_name.as_str())),
+        ("gen_ai.tool.call.id", text(call.call_id.as_str())),
+        ("gen_ai.tool.type", text("function")),
+        ("pm.turn.id", text(call.turn_id.to_string())),
+        ("pm.tool.status", text(status.as_str())),
+        (
+            "pm.tool.requires_approval",
+            Attribute::Bool(call.approval_requested_at.is_some()),
+        ),
+    ];
+    let mut events = Vec::new();
+    if let Some(asked) = call.approval_requested_at {
+        events.push(("approval_requested", asked));
+    }
+    if let Some((decided, approver, at)) = &call.decision {
+        let waited = call.approval_requested_at.unwrap_or(call.called_at);
+        attributes.push(("pm.tool.approval", text(*decided)));
+        attributes.push(("pm.tool.approver", text(approver.as_str())));
+        attributes.push((
+            "pm.tool.approval_wait_ms",
+            int((*at - waited).num_milliseconds().max(0)),
+        ));
+        events.push((*decided, *at));
+    }
+    let error = (status != "success").then(|| status.clone());
+    if let Some(error) = &error {
+        attributes.push(("error.type", text(error.as_str())));
+    }
+    Some(SpanRecord {
+        context: cause.of_tool_call(call.turn_id, &call.call_id),
+        parent_span_id: Some(cause.of_turn(call.turn_id).span_id().to_string()),
+        parent_is_remote: false,
+        name: format!("execute_tool {}", call.tool_name),
+        kind: SpanKind::Internal,
+        start: call.called_at,
+        end: ended_at.max(call.called_at),
+        attributes,
+        events,
+        error,
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,394 @@
+//! OTLP export (issue 34) against the running service and an OTLP/HTTP receiver the test
+//! runs: an ingress request with a `traceparent` leads to a turn and a tool call whose
+//! spans — the request's `SERVER` span, the turn's `invoke_agent` and the call's
+//! `execute_tool` — share that trace, each a child of the one before, with the GenAI
+//! attribute names; a turn claimed before a restart and ended after it is one span,
+//! exported once; with no endpoint set, nothing exports.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::extract::State;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
+use opentelemetry_proto::tonic::common::v1::KeyValue;
+use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
+use opentelemetry_proto::tonic::trace::v1::Span;
+use pm_tests::{on_both_backends, Response, TestDb, TestService, ADMIN, INGRESS, LLM};
+use prost::Message;
+use serde_json::{json, Value};
+
+use crate::support::{config, created, post_with};
+use crate::workers::{claim, fenced};
+
+const TRACE_ID: &str = "0af7651916cd43dd8448eb211c80319c";
+const INGRESS_SPAN: &str = "b7ad6b7169203331";
+const TRACEPARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+
+/// Every span the receiver got, with its resource's `service.name`.
+#[derive(Default)]
+struct Collector {
+    spans: Mutex<Vec<(String, Span)>>,
+}
+
+impl Collector {
+    /// A receiver of `POST /v1/traces` on a loopback port, and its base URL.
+    async fn start() -> (Arc<Self>, String) {
+        let collector = Arc::new(Self::default());
+        let app = axum::Router::new()
+            .route("/v1/traces", axum::routing::post(receive))
+            .with_state(collector.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a port");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (collector, url)
+    }
+
+    fn spans(&self) -> Vec<(String, Span)> {
+        self.spans.lock().expect("lock").clone()
+    }
+
+    /// The spans named `name` whose attribute `key` is `value`, once there is one (30 s).
+    async fn wait_for(&self, name: &str, key: &str, value: &str) -> Vec<Span> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let found: Vec<Span> = self
+                .spans()
+                .into_iter()
+                .map(|(_, s)| s)
+                .filter(|s| s.name == name && text(s, key).as_deref() == Some(value))
+                .collect();
+            if !found.is_empty() {
+                return found;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no {name} span with {key}={value}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+async fn receive(State(collector): State<Arc<Collector>>, body: Bytes) -> Vec<u8> {
+    let request = ExportTraceServiceRequest::decode(body).expect("OTLP protobuf");
+    let mut spans = collector.spans.lock().expect("lock");
+    for resource in request.resource_spans {
+        let service = resource
+            .resource
+            .as_ref()
+            .and_then(|r| attribute(&r.attributes, "service.name"))
+            .and_then(|v| match v {
+                Any::StringValue(s) => Some(s),
+                _ => None,
+            })
+            .unwrap_or_default();
+        for scope in resource.scope_spans {
+            for span in scope.spans {
+                spans.push((service.clone(), span));
+            }
+        }
+    }
+    Vec::new()
+}
+
+fn attribute(attributes: &[KeyValue], key: &str) -> Option<Any> {
+    attributes
+        .iter()
+        .find(|kv| kv.key == key)
+        .and_then(|kv| kv.value.clone())
+        .and_then(|v| v.value)
+}
+
+fn text(span: &Span, key: &str) -> Option<String> {
+    match attribute(&span.attributes, key)? {
+        Any::StringValue(s) => Some(s),
+        _ => None,
+    }
+}
+
+fn int(span: &Span, key: &str) -> Option<i64> {
+    match attribute(&span.attributes, key)? {
+        Any::IntValue(i) => Some(i),
+        _ => None,
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The span id of a `traceparent`.
+fn span_of(traceparent: &str) -> String {
+    traceparent
+        .split('-')
+        .nth(2)
+        .unwrap_or_default()
+        .to_string()
+}
+
+async fn start(db: &TestDb, collector: Option<&str>) -> TestService {
+    let mut config = config(db);
+    config.auth_tokens = pm_tests::all_tokens();
+    config.otel_exporter_otlp_endpoint = collector.map(str::to_string);
+    TestService::start_with(config).await
+}
+
+/// A human and a model in a conversation; the ingress posts the human's message in its
+/// trace. Returns the conversation and the message's answer.
+async fn traced_message(svc: &TestService) -> (String, Response) {
+    let post = |path: &'static str, body: Value| async move {
+        created(&svc.post(Some(ADMIN), path, &body).await)
+    };
+    let human = post(
+        "/v1/actors",
+        json!({"kind": "human", "display_name": "Hana"}),
+    )
+    .await;
+    let model = post("/v1/actors", json!({"kind": "ai", "display_name": "Lin"})).await;
+    let conversation = post(
+        "/v1/conversations",
+        json!({"actor_ids": [human, model], "title": "Traced"}),
+    )
+    .await;
+    let said = post_with(
+        svc,
+        Some(INGRESS),
+        &format!("/v1/conversations/{conversation}/messages"),
+        &json!({"actor_id": human, "content": "please look"}),
+        &[("traceparent", TRACEPARENT)],
+    )
+    .await;
+    assert_eq!(said.status, 201, "{}", said.text);
+    (conversation, said)
+}
+
+/// A claim, long-polled: (turn, epoch, the answer).
+async fn claimed(svc: &TestService) -> (String, i64, Value) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let r = claim(
+            svc,
+            json!({"worker": "w-1", "wait_ms": 10_000, "lease_ms": 120_000}),
+        )
+        .await;
+        if r.status == 200 {
+            let turn = r.json["turn"]["id"].as_str().expect("a turn").to_string();
+            let epoch = r.json["turn_epoch"].as_i64().expect("an epoch");
+            return (turn, epoch, r.json);
+        }
+        assert!(Instant::now() < deadline, "nothing claimable: {}", r.text);
+    }
+}
+
+/// Ends the claimed turn with a fenced `NEED_INFORMATION` checkpoint.
+async fn complete(svc: &TestService, conversation: &str, turn: &str, epoch: i64) {
+    let done = fenced(
+        svc,
+        &format!("/v1/conversations/{conversation}/checkpoints"),
+        json!({"checkpoint_type": "NEED_INFORMATION", "summary": "which one?"}),
+        turn,
+        epoch,
+    )
+    .await;
+    assert_eq!(done.status, 201, "{}", done.text);
+}
+
+async fn a_comments_spans_share_its_trace_from_request_to_turn_to_tool(db: TestDb) {
+    let (collector, url) = Collector::start().await;
+    let svc = start(&db, Some(&url)).await;
+    let (conversation, said) = traced_message(&svc).await;
+    let request_span = span_of(said.header("traceresponse").expect("traceresponse"));
+
+    // A worker claims the turn and reports a tool call in the turn's span.
+    let (turn, epoch, answer) = claimed(&svc).await;
+    let turn_traceparent = answer["trace_context"]["traceparent"]
+        .as_str()
+        .expect("the turn's trace context")
+        .to_string();
+    let fence = epoch.to_string();
+    let reported = post_with(
+        &svc,
+        Some(LLM),
+        &format!("/v1/turns/{turn}/tool-calls"),
+        &json!({"calls": [{"call_id": "a", "tool_name": "search", "arguments": {"q": "x"}}]}),
+        &[
+            ("PM-Turn-Id", turn.as_str()),
+            ("PM-Turn-Epoch", fence.as_str()),
+            ("traceparent", turn_traceparent.as_str()),
+        ],
+    )
+    .await;
+    assert_eq!(reported.status, 201, "{}", reported.text);
+    let result = svc
+        .post(
+            Some(LLM),
+            &format!("/v1/turns/{turn}/tool-calls/a/result"),
+            &json!({"status": "success", "output": {"hits": 3}}),
+        )
+        .await;
+    assert!(result.status < 300, "{}", result.text);
+    // The turn resumes with the result; the worker reports usage and completes it.
+    let (again, epoch, _) = claimed(&svc).await;
+    assert_eq!(again, turn);
+    let used = fenced(
+        &svc,
+        &format!("/v1/turns/{turn}/usage"),
+        json!({"input_tokens": 15, "output_tokens": 5}),
+        &turn,
+        epoch,
+    )
+    .await;
+    assert_eq!(used.status, 200, "{}", used.text);
+    complete(&svc, &conversation, &turn, epoch).await;
+
+    // The request's span: a SERVER child of the ingress's span.
+    let requests = collector
+        .wait_for(
+            "POST /v1/conversations/{id}/messages",
+            "http.request.method",
+            "POST",
+        )
+        .await;
+    let request = requests
+        .iter()
+        .find(|s| hex(&s.span_id) == request_span)
+        .expect("the message request's span");
+    assert_eq!(hex(&request.trace_id), TRACE_ID);
+    assert_eq!(hex(&request.parent_span_id), INGRESS_SPAN);
+    assert_eq!(request.kind, SpanKind::Server as i32);
+    assert_eq!(int(request, "http.response.status_code"), Some(201));
+    assert_eq!(text(request, "pm.principal").as_deref(), Some("ingress"));
+
+    // The turn's span: invoke_agent, a child of the request, with the GenAI attributes.
+    let turns = collector
+        .wait_for("invoke_agent", "pm.turn.id", &turn)
+        .await;
+    assert_eq!(turns.len(), 1, "exported once");
+    let agent = &turns[0];
+    assert_eq!(hex(&agent.trace_id), TRACE_ID);
+    assert_eq!(hex(&agent.parent_span_id), request_span);
+    assert_eq!(hex(&agent.span_id), span_of(&turn_traceparent));
+    assert_eq!(
+        text(agent, "gen_ai.operation.name").as_deref(),
+        Some("invoke_agent")
+    );
+    assert_eq!(
+        text(agent, "gen_ai.conversation.id").as_deref(),
+        Some(conversation.as_str())
+    );
+    let row = svc.get(Some(ADMIN), &format!("/v1/turns/{turn}")).await;
+    assert_eq!(
+        text(agent, "gen_ai.agent.id").as_deref(),
+        row.json["agent_id"].as_str()
+    );
+    assert_eq!(int(agent, "gen_ai.usage.input_tokens"), Some(15));
+    assert_eq!(int(agent, "gen_ai.usage.output_tokens"), Some(5));
+    assert_eq!(int(agent, "pm.turn.claims"), Some(2));
+    assert_eq!(
+        text(agent, "pm.turn.outcome").as_deref(),
+        Some("turn.completed")
+    );
+    assert!(agent.end_time_unix_nano >= agent.start_time_unix_nano);
+
+    // The tool call's span: execute_tool, a child of the turn's.
+    let tools = collector
+        .wait_for("execute_tool search", "gen_ai.tool.call.id", "a")
+        .await;
+    let tool = tools
+        .iter()
+        .find(|s| text(s, "pm.turn.id").as_deref() == Some(turn.as_str()))
+        .expect("the call's span");
+    assert_eq!(hex(&tool.trace_id), TRACE_ID);
+    assert_eq!(hex(&tool.parent_span_id), hex(&agent.span_id));
+    assert_eq!(
+        text(tool, "gen_ai.operation.name").as_deref(),
+        Some("execute_tool")
+    );
+    assert_eq!(text(tool, "gen_ai.tool.name").as_deref(), Some("search"));
+    assert_eq!(text(tool, "pm.tool.status").as_deref(), Some("success"));
+
+    // The worker's report joined the trace under the turn's span.
+    let report = span_of(reported.header("traceresponse").expect("traceresponse"));
+    let reports = collector
+        .wait_for(
+            "POST /v1/turns/{id}/tool-calls",
+            "http.request.method",
+            "POST",
+        )
+        .await;
+    let report = reports
+        .iter()
+        .find(|s| hex(&s.span_id) == report)
+        .expect("the report's span");
+    assert_eq!(hex(&report.trace_id), TRACE_ID);
+    assert_eq!(hex(&report.parent_span_id), hex(&agent.span_id));
+    assert!(collector
+        .spans()
+        .iter()
+        .all(|(service, _)| service == "project-manager"));
+    assert!(processors(&svc)
+        .await
+        .contains(&"otlp_agent_spans".to_string()));
+    svc.stop().await;
+}
+
+async fn a_turn_across_a_restart_is_one_span_exported_once(db: TestDb) {
+    let (collector, url) = Collector::start().await;
+    let svc = start(&db, Some(&url)).await;
+    let (conversation, _) = traced_message(&svc).await;
+    let (turn, epoch, _) = claimed(&svc).await;
+    svc.stop().await;
+
+    let svc = start(&db, Some(&url)).await;
+    complete(&svc, &conversation, &turn, epoch).await;
+    let turns = collector
+        .wait_for("invoke_agent", "pm.turn.id", &turn)
+        .await;
+    assert_eq!(hex(&turns[0].trace_id), TRACE_ID);
+    // Another second of following the log, and a restart: still one.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    svc.stop().await;
+    let svc = start(&db, Some(&url)).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let exported = collector
+        .spans()
+        .into_iter()
+        .filter(|(_, s)| s.name == "invoke_agent" && text(s, "pm.turn.id") == Some(turn.clone()))
+        .count();
+    assert_eq!(exported, 1, "the turn's span, once");
+    svc.stop().await;
+}
+
+async fn without_an_endpoint_nothing_exports(db: TestDb) {
+    let svc = start(&db, None).await;
+    let (_, said) = traced_message(&svc).await;
+    assert!(said.header("traceresponse").is_some(), "traces still flow");
+    let names = processors(&svc).await;
+    assert!(
+        !names.contains(&"otlp_agent_spans".to_string()),
+        "{names:?}"
+    );
+    svc.stop().await;
+}
+
+/// The names `GET /v1/admin/processors` lists.
+async fn processors(svc: &TestService) -> Vec<String> {
+    let report = svc.get(Some(ADMIN), "/v1/admin/processors").await;
+    assert_eq!(report.status, 200, "{}", report.text);
+    report.json["processors"]
+        .as_array()
+        .expect("processors")
+        .iter()
+        .filter_map(|p| p["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+on_both_backends!(
+    a_comments_spans_share_its_trace_from_request_to_turn_to_tool,
+    a_turn_across_a_restart_is_one_span_exported_once,
+    without_an_endpoint_nothing_exports,
+);
