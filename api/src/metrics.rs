@@ -230,6 +230,24 @@ pub const CATALOGUE: &[Metric] = &[
         label: Some(("outcome", &["delivered", "failed"])),
     },
     Metric {
+        name: "pm_otlp_spans_exported_total",
+        kind: Kind::Counter,
+        help: "Spans the OTLP collector took (requests', turns' and tool calls'; zero unless OTEL_EXPORTER_OTLP_ENDPOINT is set).",
+        label: None,
+    },
+    Metric {
+        name: "pm_otlp_export_failures_total",
+        kind: Kind::Counter,
+        help: "OTLP exports the collector did not take (the turns' spans are exported again; requests' spans are lost).",
+        label: None,
+    },
+    Metric {
+        name: "pm_otlp_spans_dropped_total",
+        kind: Kind::Counter,
+        help: "Requests' spans dropped because the export queue was full.",
+        label: None,
+    },
+    Metric {
         name: "pm_webhook_pauses_total",
         kind: Kind::Counter,
         help: "Webhook subscriptions paused because a delivery's retries ran out.",

@@ -130,6 +130,18 @@ impl<T: DeserializeOwned + Send + 'static> CommandRequest<T> {
         self.with_header("x-causation-id", id.as_ref())
     }
 
+    /// `traceparent` (and `tracestate`): the command joins that W3C trace as a child of its
+    /// span, and its facts record it. A [`TurnHandle`](crate::TurnHandle)'s commands carry
+    /// their turn's span already, so what a worker writes is in the trace of what caused
+    /// the turn.
+    pub fn traced(self, trace: &crate::TraceContext) -> Self {
+        let traced = self.with_header("traceparent", &trace.traceparent);
+        match &trace.tracestate {
+            Some(state) => traced.with_header("tracestate", state),
+            None => traced,
+        }
+    }
+
     /// Fences the command by a claim (`PM-Turn-Id`, `PM-Turn-Epoch`): the service applies
     /// it on behalf of that turn only while the claim holds it, and otherwise answers `409
     /// turn_fenced` and writes nothing. A [`TurnHandle`](crate::TurnHandle)'s commands

@@ -112,12 +112,16 @@ impl TurnHandle {
         &self.lease.client
     }
 
-    /// A command fenced by the claim and guarded by the handle.
+    /// A command fenced by the claim, guarded by the handle and in the turn's span.
     fn fenced<T: serde::de::DeserializeOwned + Send + 'static>(
         &self,
         request: CommandRequest<T>,
     ) -> CommandRequest<T> {
-        request.fenced(self.lease.fence).guarded(self.lease.clone())
+        let request = request.fenced(self.lease.fence).guarded(self.lease.clone());
+        match &self.claim.trace_context {
+            Some(trace) => request.traced(trace),
+            None => request,
+        }
     }
 
     /// `POST /v1/conversations/{id}/messages` in the turn's conversation, fenced by the

@@ -115,7 +115,16 @@ async fn json_logs_are_json_lines_carrying_the_correlation_id() {
     let id = format!("ops-conventions-{}", uuid::Uuid::new_v4());
     let r = svc
         .api()
-        .get_with("/v1/events", &[("x-correlation-id", id.as_str())])
+        .get_with(
+            "/v1/events",
+            &[
+                ("x-correlation-id", id.as_str()),
+                (
+                    "traceparent",
+                    "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+                ),
+            ],
+        )
         .await
         .expect("GET /v1/events");
     assert_eq!(r.status, 200, "{}", r.text);
@@ -155,6 +164,16 @@ async fn json_logs_are_json_lines_carrying_the_correlation_id() {
             .iter()
             .any(|l| l["fields"]["status"] == 200 || l["fields"]["status"] == "200"),
         "the request's response line carries its status:\n{text}"
+    );
+    assert!(
+        request_lines.iter().all(|l| {
+            let spans = l["spans"].as_array().cloned().unwrap_or_default();
+            spans
+                .iter()
+                .chain(std::iter::once(&l["span"]))
+                .any(|s| s["trace_id"] == "0af7651916cd43dd8448eb211c80319c")
+        }),
+        "the request's lines carry the W3C trace id it continues:\n{text}"
     );
 }
 

@@ -115,6 +115,7 @@ async fn a_worker_completes_a_turn_with_fenced_commands(db: TestDb) {
     let agent = at_claim.agent(turn.turn().agent_id).await.expect("agent");
     assert_eq!(agent.head_status, HeadStatus::Running);
 
+    let handed = turn.claim().trace_context.clone().expect("the turn's span");
     let said = turn.add_message(reply(ai)).await.expect("reply");
     let used = turn.report_usage(10, 3).await.expect("usage");
     assert_eq!((used.view.input_tokens, used.view.output_tokens), (10, 3));
@@ -147,6 +148,21 @@ async fn a_worker_completes_a_turn_with_fenced_commands(db: TestDb) {
     assert_eq!(
         (attributes.turn_id, attributes.turn_epoch),
         (Some(turn_id), Some(2))
+    );
+    // ... and are in the trace of the message that caused the turn, under the turn's span
+    // the claim handed out.
+    let cause = log
+        .iter()
+        .find(|e| matches!(e.fact(), Some(pm_client::Fact::MessageAdded(m)) if m.id == message))
+        .and_then(|e| e.attributes.as_ref()?.traceparent.clone())
+        .expect("the message's trace");
+    let trace_of = |tp: &str| tp.split('-').nth(1).unwrap_or_default().to_string();
+    assert_eq!(trace_of(&handed.traceparent), trace_of(&cause));
+    let replied = attributes.traceparent.clone().expect("the reply's trace");
+    assert_eq!(trace_of(&replied), trace_of(&cause));
+    assert_ne!(
+        replied, handed.traceparent,
+        "the reply's request is a span of its own"
     );
     // Ended: the old fence is refused, and so is an interrupt.
     let late = llm.add_message(cid, reply(ai)).fenced(fence).await;
