@@ -221,11 +221,30 @@ impl Application {
         let appender = Appender::new(db.clone(), keys.clone(), local);
         let store = PmStore::new(&db, appender.clone(), caches.aggregates, known.clone());
         let lookup = StoreLookup::new(db.clone(), known);
+        let otlp = config
+            .otlp()
+            .map(|settings| {
+                tracing::info!(url = %settings.traces_url, "exporting spans over OTLP");
+                pm_infrastructure::otlp::Otlp::new(&settings, reqwest::Client::new())
+            })
+            .transpose()
+            .map_err(StartError::Otlp)?;
+        // The requests' and commands' spans: queued, sent by one task (stopped after the
+        // last request).
+        let live = otlp.clone().map(|otlp| {
+            let stop = CancellationToken::new();
+            let (spans, task) = pm_infrastructure::otlp::live::LiveSpans::start(otlp, stop.clone());
+            (spans, (task, stop))
+        });
+        let sink = live.as_ref().map(|(spans, _)| {
+            Arc::new(spans.clone()) as Arc<dyn pm_application::trace::genai::SpanSink>
+        });
         let bus = CommandBus::new(
             store,
             Services::new(Arc::new(lookup.clone())),
             config.command_attempts,
-        );
+        )
+        .with_spans(sink.clone());
         let clock: Arc<dyn Clock> = hooks.clock.clone().unwrap_or_else(|| Arc::new(SystemClock));
         let commands = Commands::new(bus, clock.clone());
         let log = DbLogReader::new(db.clone(), keys.clone(), readers_rx);
@@ -267,7 +286,8 @@ impl Application {
             .with_cache_limits(caches.conversations, caches.actor_kinds)
             .with_snapshots(SnapshotPolicy {
                 every: config.saga_snapshot_runes,
-            }),
+            })
+            .with_spans(sink),
         );
         let (saga_runner, saga_status) = ProcessorRunner::new(
             Arc::new(SagaProcessor::new(engine.clone())),
@@ -310,13 +330,8 @@ impl Application {
             .with_tail(tail.clone());
             (runner, relay)
         });
-        let (tracing, spans) = match config.otlp() {
-            Some(settings) => {
-                let otlp = pm_infrastructure::otlp::Otlp::new(&settings, reqwest::Client::new())
-                    .map_err(StartError::Otlp)?;
-                let stop = CancellationToken::new();
-                let (spans, task) =
-                    pm_infrastructure::otlp::live::LiveSpans::start(otlp.clone(), stop.clone());
+        let (tracing, spans) = match otlp.zip(live) {
+            Some((otlp, (spans, live))) => {
                 let runner = ProcessorRunner::new(
                     pm_infrastructure::otlp::agent_spans::AgentSpans::new(
                         db.clone(),
@@ -329,12 +344,7 @@ impl Application {
                 )
                 .0
                 .with_tail(tail.clone());
-                tracing::info!(url = %settings.traces_url, "exporting spans over OTLP");
-                let parts = Tracing {
-                    runner,
-                    live: (task, stop),
-                };
-                (Some(parts), Some(spans))
+                (Some(Tracing { runner, live }), Some(spans))
             }
             None => (None, None),
         };

@@ -19,7 +19,7 @@ use chrono::Utc;
 use opentelemetry::propagation::{Extractor, TextMapPropagator};
 use opentelemetry::trace::TraceContextExt;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
-use pm_application::trace::genai::{Attribute, SpanKind, SpanRecord};
+use pm_application::trace::genai::{Attribute, SpanKind, SpanRecord, SpanSink};
 use pm_application::trace::TraceContext;
 use pm_infrastructure::otlp::live::LiveSpans;
 

@@ -7,6 +7,7 @@
 //! position for `X-Event-Position`) and needs the retry.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -17,6 +18,7 @@ use uuid::Uuid;
 
 use crate::idempotency::IdempotencyKey;
 use crate::log::LogPosition;
+use crate::trace::genai::{self, SpanSink};
 use crate::AppError;
 
 /// How the store should load an aggregate for a command.
@@ -234,6 +236,8 @@ pub struct CommandBus<S> {
     store: S,
     services: Services,
     max_attempts: u32,
+    /// Where commands' spans go, when spans are exported.
+    spans: Option<Arc<dyn SpanSink>>,
 }
 
 impl<S> CommandBus<S> {
@@ -244,7 +248,16 @@ impl<S> CommandBus<S> {
             store,
             services,
             max_attempts: max_attempts.max(1),
+            spans: None,
         }
+    }
+
+    /// The bus, handing each command's span to `spans` (a command of a request in a
+    /// trace); `None`: no spans.
+    #[must_use]
+    pub fn with_spans(mut self, spans: Option<Arc<dyn SpanSink>>) -> Self {
+        self.spans = spans;
+        self
     }
 
     /// The store.
@@ -268,6 +281,43 @@ impl<S> CommandBus<S> {
     /// [`AppError::Unavailable`]/[`AppError::Internal`] for store failures.
     #[tracing::instrument(name = "command", skip_all, fields(aggregate = A::TYPE, %id))]
     pub async fn execute<A>(
+        &self,
+        id: Uuid,
+        load: Load,
+        command: A::Command,
+        ctx: &CommandContext,
+        now: DateTime<Utc>,
+    ) -> Result<Outcome<A::Event>, AppError>
+    where
+        A: PmAggregate,
+        A::Command: Clone + Send + Sync,
+        A::Event: Clone,
+        S: AggregateStore<A>,
+    {
+        let Some((spans, parent)) = self.spans.as_ref().zip(ctx.trace.as_ref()) else {
+            return self.attempts::<A>(id, load, command, ctx, now).await;
+        };
+        // Wall-clock times: `now` is the command's (an injected clock in tests).
+        let start = Utc::now();
+        let outcome = self.attempts::<A>(id, load, command, ctx, now).await;
+        let result = match &outcome {
+            Ok(Outcome::Created { .. }) => Ok("created"),
+            Ok(Outcome::Existing { .. }) => Ok("existing"),
+            Err(e @ AppError::Domain(_)) => Err(("refused", e.to_string())),
+            Err(e) => Err(("failed", e.to_string())),
+        };
+        spans.finished(genai::command(
+            A::TYPE,
+            id,
+            parent,
+            (start, Utc::now()),
+            result,
+        ));
+        outcome
+    }
+
+    /// [`CommandBus::execute`]'s attempts.
+    async fn attempts<A>(
         &self,
         id: Uuid,
         load: Load,

@@ -77,6 +77,8 @@ pub struct SagaEngine<S> {
     kinds: quick_cache::sync::Cache<Uuid, ActorKind>,
     snapshots: SnapshotPolicy,
     snapshot_writes: Arc<tokio::sync::Semaphore>,
+    /// Where the decisions' spans go, when spans are exported.
+    spans: Option<Arc<dyn crate::trace::genai::SpanSink>>,
 }
 
 impl<S: SagaStore> SagaEngine<S> {
@@ -90,7 +92,16 @@ impl<S: SagaStore> SagaEngine<S> {
             kinds: quick_cache::sync::Cache::new(CACHE_KINDS),
             snapshots: SnapshotPolicy::default(),
             snapshot_writes: Arc::new(tokio::sync::Semaphore::new(SNAPSHOT_WRITES)),
+            spans: None,
         }
+    }
+
+    /// Hands a span per fact the sagas decided to `spans` (a fact in a trace), once the
+    /// decision committed; `None`: no spans.
+    #[must_use]
+    pub fn with_spans(mut self, spans: Option<Arc<dyn crate::trace::genai::SpanSink>>) -> Self {
+        self.spans = spans;
+        self
     }
 
     /// Takes snapshots of conversations' machines as `policy` says ([`snapshot`](super::snapshot)).

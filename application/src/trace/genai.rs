@@ -13,6 +13,9 @@
 //!   claims, usage and outcome.
 //! - `execute_tool {tool}` (a tool call): from its report to its result, a child of its
 //!   turn's span, with the approval wait and the result's status.
+//!
+//! Commands are spans of the request that ran them ([`command`]), handed to a
+//! [`SpanSink`] as they end.
 
 use chrono::{DateTime, Utc};
 use pm_domain::saga::rune::{
@@ -76,6 +79,81 @@ pub struct SpanRecord {
 
 fn text(value: impl Into<String>) -> Attribute {
     Attribute::Text(value.into())
+}
+
+/// Where finished spans go (the exporter's queue): it never blocks, and drops rather than
+/// wait.
+pub trait SpanSink: Send + Sync + 'static {
+    /// Takes a finished span.
+    fn finished(&self, span: SpanRecord);
+}
+
+/// A command's span: `command <aggregate type>`, a child of the request's span `parent`,
+/// from `start` to `end`, with what it did (`outcome`: `created`, `existing`) or why it
+/// did not (`error`: its message; `refused` when a rule said no).
+pub fn command(
+    aggregate_type: &'static str,
+    aggregate_id: Uuid,
+    parent: &TraceContext,
+    (start, end): (DateTime<Utc>, DateTime<Utc>),
+    outcome: Result<&'static str, (&'static str, String)>,
+) -> SpanRecord {
+    let mut attributes = vec![
+        ("pm.aggregate.type", text(aggregate_type)),
+        ("pm.aggregate.id", text(aggregate_id.to_string())),
+    ];
+    let error = match outcome {
+        Ok(done) => {
+            attributes.push(("pm.command.outcome", text(done)));
+            None
+        }
+        Err((failed, message)) => {
+            attributes.push(("pm.command.outcome", text(failed)));
+            attributes.push(("error.type", text(failed)));
+            Some(message)
+        }
+    };
+    SpanRecord {
+        context: parent.child(),
+        parent_span_id: Some(parent.span_id().to_string()),
+        parent_is_remote: false,
+        name: format!("command {aggregate_type}"),
+        kind: SpanKind::Internal,
+        start,
+        end: end.max(start),
+        attributes,
+        events: Vec::new(),
+        error,
+    }
+}
+
+/// The sagas' decision on fact `fact` of conversation `conversation`: `saga <fact type>`,
+/// a child of the span that wrote the fact, over the batch of `batch` events that decided
+/// it and committed what it decided, from `start` to `end` (its start after the fact's
+/// request ended is the sagas' lag). `None` for a fact that recorded no trace.
+pub fn saga_decision(
+    fact: &LoggedEvent,
+    conversation: Uuid,
+    batch: usize,
+    (start, end): (DateTime<Utc>, DateTime<Utc>),
+) -> Option<SpanRecord> {
+    let parent = fact.meta().trace()?;
+    Some(SpanRecord {
+        context: parent.child(),
+        parent_span_id: Some(parent.span_id().to_string()),
+        parent_is_remote: false,
+        name: format!("saga {}", fact.event_type),
+        kind: SpanKind::Internal,
+        start,
+        end: end.max(start),
+        attributes: vec![
+            ("pm.conversation.id", text(conversation.to_string())),
+            ("pm.event.position", text(fact.position.to_string())),
+            ("pm.saga.batch_events", int(batch)),
+        ],
+        events: Vec::new(),
+        error: None,
+    })
 }
 
 /// Saturates: token counts and waits beyond `i64` cannot happen, and must not fail.

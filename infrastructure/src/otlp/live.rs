@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use pm_application::trace::genai::SpanRecord;
+use pm_application::trace::genai::{SpanRecord, SpanSink};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -34,9 +34,11 @@ impl LiveSpans {
         let task = tokio::spawn(run(otlp, spans, stop));
         (Self { queue }, task)
     }
+}
 
+impl SpanSink for LiveSpans {
     /// Queues a finished span (dropped when the queue is full).
-    pub fn finished(&self, span: SpanRecord) {
+    fn finished(&self, span: SpanRecord) {
         if self.queue.try_send(span).is_err() {
             metrics::counter!("pm_otlp_spans_dropped_total").increment(1);
         }

@@ -1,8 +1,8 @@
 //! OTLP export (issue 34) against the running service and an OTLP/HTTP receiver the test
 //! runs: an ingress request with a `traceparent` leads to a turn and a tool call whose
-//! spans — the request's `SERVER` span, the turn's `invoke_agent` and the call's
-//! `execute_tool` — share that trace, each a child of the one before, with the GenAI
-//! attribute names; a turn claimed before a restart and ended after it is one span,
+//! spans — the request's `SERVER` span, its command's and the sagas' decision on its
+//! fact, the turn's `invoke_agent` and the call's `execute_tool` — share that trace, each a child of the one before, with the
+//! GenAI attribute names; a turn claimed before a restart and ended after it is one span,
 //! exported once; with no endpoint set, nothing exports.
 
 use std::sync::{Arc, Mutex};
@@ -262,6 +262,30 @@ async fn a_comments_spans_share_its_trace_from_request_to_turn_to_tool(db: TestD
     assert_eq!(request.kind, SpanKind::Server as i32);
     assert_eq!(int(request, "http.response.status_code"), Some(201));
     assert_eq!(text(request, "pm.principal").as_deref(), Some("ingress"));
+    // Its command's span, a child of it.
+    let commands = collector
+        .wait_for("command message", "pm.command.outcome", "created")
+        .await;
+    let command = commands
+        .iter()
+        .find(|s| hex(&s.parent_span_id) == request_span)
+        .expect("the message command's span");
+    assert_eq!(hex(&command.trace_id), TRACE_ID);
+    assert_eq!(
+        text(command, "pm.aggregate.id").as_deref(),
+        said.json["id"].as_str()
+    );
+    // The sagas' decision on the message, a child of the request that wrote it.
+    let decisions = collector
+        .wait_for(
+            "saga project_manager.message.added",
+            "pm.conversation.id",
+            &conversation,
+        )
+        .await;
+    assert_eq!(decisions.len(), 1, "decided once");
+    assert_eq!(hex(&decisions[0].trace_id), TRACE_ID);
+    assert_eq!(hex(&decisions[0].parent_span_id), request_span);
 
     // The turn's span: invoke_agent, a child of the request, with the GenAI attributes.
     let turns = collector

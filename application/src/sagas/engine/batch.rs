@@ -16,6 +16,7 @@ use crate::log::{LogPosition, LoggedEvent};
 use crate::processor::BatchError;
 use crate::sagas::slots::Held;
 use crate::sagas::{SagaStore, SagaWrite};
+use crate::trace::genai;
 use crate::AppError;
 
 /// A fact of a batch with the conversation whose machines decide it.
@@ -42,6 +43,7 @@ impl<S: SagaStore> SagaEngine<S> {
         let Some(last) = events.last().map(|e| e.position) else {
             return Ok(from);
         };
+        let start = chrono::Utc::now();
         let planned = plan(events)?;
         let kinds = self.kinds_of(&planned).await.map_err(transient)?;
         let conversations: BTreeSet<Uuid> = planned
@@ -66,7 +68,23 @@ impl<S: SagaStore> SagaEngine<S> {
             })
             .await;
         match decided {
-            Ok(done) => Ok(done.answer),
+            Ok(done) => {
+                if let Some(spans) = &self.spans {
+                    let end = chrono::Utc::now();
+                    for p in &planned {
+                        let decided = genai::saga_decision(
+                            p.event,
+                            p.conversation,
+                            events.len(),
+                            (start, end),
+                        );
+                        if let Some(span) = decided {
+                            spans.finished(span);
+                        }
+                    }
+                }
+                Ok(done.answer)
+            }
             // The batch is read again.
             Err(Stopped::Contended) => Err(BatchError::Transient(
                 "saga state kept changing under the batch".into(),

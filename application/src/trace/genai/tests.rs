@@ -201,3 +201,66 @@ fn given_an_open_call_or_no_call_when_read_then_there_is_no_span() {
     assert_eq!(execute_tool(&history, &cause()), None);
     assert_eq!(ToolCallHistory::of(&approved_call()[1..]), None);
 }
+
+#[test]
+fn given_a_command_that_wrote_when_its_span_is_made_then_it_is_a_child_of_the_request() {
+    let id = Uuid::now_v7();
+
+    let span = command("task", id, &cause(), (at(1), at(2)), Ok("created"));
+
+    assert_eq!(span.name, "command task");
+    assert_eq!(span.context.trace_id(), cause().trace_id());
+    assert_ne!(span.context.span_id(), cause().span_id());
+    assert_eq!(span.parent_span_id.as_deref(), Some(cause().span_id()));
+    assert_eq!(
+        attribute(&span, "pm.aggregate.id"),
+        Some(&text(id.to_string()))
+    );
+    assert_eq!(
+        attribute(&span, "pm.command.outcome"),
+        Some(&text("created"))
+    );
+    assert_eq!(span.error, None);
+}
+
+#[test]
+fn given_a_refused_command_when_its_span_is_made_then_it_is_an_error_saying_why() {
+    let refused = Err(("refused", "the task is done".to_string()));
+
+    let span = command("task", Uuid::now_v7(), &cause(), (at(2), at(1)), refused);
+
+    assert_eq!(span.error.as_deref(), Some("the task is done"));
+    assert_eq!(attribute(&span, "error.type"), Some(&text("refused")));
+    assert_eq!(span.end, span.start, "never ends before it starts");
+}
+
+#[test]
+fn given_a_traced_fact_when_the_sagas_decided_it_then_its_span_is_a_child_of_the_facts() {
+    let mut fact = rune("project_manager.message.added", 4, json!({}));
+    fact.metadata = json!({"traceparent": CAUSE}).into();
+    let conversation = Uuid::now_v7();
+
+    let span = saga_decision(&fact, conversation, 7, (at(5), at(6))).expect("a span");
+
+    assert_eq!(span.name, "saga project_manager.message.added");
+    assert_eq!(span.context.trace_id(), cause().trace_id());
+    assert_eq!(span.parent_span_id.as_deref(), Some("b7ad6b7169203331"));
+    assert_eq!(
+        attribute(&span, "pm.conversation.id"),
+        Some(&text(conversation.to_string()))
+    );
+    assert_eq!(
+        attribute(&span, "pm.saga.batch_events"),
+        Some(&Attribute::Int(7))
+    );
+}
+
+#[test]
+fn given_a_fact_without_a_trace_when_the_sagas_decided_it_then_there_is_no_span() {
+    let fact = rune("project_manager.message.added", 4, json!({}));
+
+    assert_eq!(
+        saga_decision(&fact, Uuid::now_v7(), 1, (at(5), at(6))),
+        None
+    );
+}
