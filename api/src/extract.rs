@@ -230,6 +230,33 @@ impl FromRequestParts<AppState> for Ctx {
     }
 }
 
+impl Ctx {
+    /// The metadata of runes the request's saga input writes: the request's correlation,
+    /// caller, trace and fence; its causation, or `<kind>:<what>` (`control:pause`,
+    /// `worker:claim`) when it named none.
+    pub fn saga_metadata(
+        &self,
+        kind: &str,
+        what: &str,
+        recorded_at: chrono::DateTime<chrono::Utc>,
+    ) -> pm_application::bus::EventMetadata {
+        let ctx = &self.0;
+        pm_application::bus::EventMetadata {
+            correlation_id: ctx.correlation_id.clone(),
+            causation_id: Some(
+                ctx.causation_id
+                    .clone()
+                    .unwrap_or_else(|| format!("{kind}:{what}")),
+            ),
+            role: ctx.role.clone(),
+            principal: ctx.principal.clone(),
+            recorded_at,
+            turn: ctx.turn,
+            trace: ctx.trace.clone(),
+        }
+    }
+}
+
 /// A query string; a parameter given empty (`?cursor=`) counts as absent, and one that
 /// does not parse answers `400 invalid_parameter` as problem+json.
 #[derive(Debug, Clone)]

@@ -134,20 +134,11 @@ fn enum_param<T>(
         .transpose()
 }
 
+/// An operator's control names no turn (it is not fenced).
 fn metadata(ctx: &Ctx, control: &str, recorded_at: chrono::DateTime<chrono::Utc>) -> EventMetadata {
     EventMetadata {
-        correlation_id: ctx.0.correlation_id.clone(),
-        causation_id: Some(
-            ctx.0
-                .causation_id
-                .clone()
-                .unwrap_or_else(|| format!("control:{control}")),
-        ),
-        role: ctx.0.role.clone(),
-        principal: ctx.0.principal.clone(),
-        recorded_at,
         turn: None,
-        trace: ctx.0.trace.clone(),
+        ..ctx.saga_metadata("control", control, recorded_at)
     }
 }
 

@@ -137,20 +137,7 @@ pub(super) fn body_or_default<T: serde::de::DeserializeOwned + Default>(
 }
 
 pub(super) fn metadata(ctx: &Ctx, what: &str, state: &AppState) -> EventMetadata {
-    EventMetadata {
-        correlation_id: ctx.0.correlation_id.clone(),
-        causation_id: Some(
-            ctx.0
-                .causation_id
-                .clone()
-                .unwrap_or_else(|| format!("worker:{what}")),
-        ),
-        role: ctx.0.role.clone(),
-        principal: ctx.0.principal.clone(),
-        recorded_at: state.sagas.clock().now(),
-        turn: ctx.0.turn,
-        trace: ctx.0.trace.clone(),
-    }
+    ctx.saga_metadata("worker", what, state.sagas.clock().now())
 }
 
 fn lease(ms: Option<u64>, state: &AppState) -> Result<chrono::Duration, ApiError> {

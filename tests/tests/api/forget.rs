@@ -18,7 +18,7 @@ use uuid::Uuid;
 
 use crate::support::{assert_problem, created, events, post_with};
 use crate::tools::start;
-use crate::workers::{claim, epoch};
+use crate::workers::{claimed_soon, epoch};
 
 /// Texts no other test writes: finding one anywhere can only mean it was kept.
 struct Texts {
@@ -137,7 +137,7 @@ async fn write(svc: &TestService, t: &Texts) -> Made {
     )
     .await;
     let message = created(&said);
-    let claimed = claimed(svc).await;
+    let claimed = claimed_soon(svc).await;
     let epoch = epoch(&claimed);
     let turn = claimed.json["turn"]["id"]
         .as_str()
@@ -189,23 +189,6 @@ async fn write(svc: &TestService, t: &Texts) -> Made {
         turn,
         hatter,
         other_conversation,
-    }
-}
-
-/// A turn claimed once the sagas dispatched one: long polls, up to a minute in all (a
-/// loaded CI machine may take seconds to get a turn through the sagas).
-async fn claimed(svc: &TestService) -> Response {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        let r = claim(
-            svc,
-            json!({"worker": "w-1", "lease_ms": 60_000, "wait_ms": 10_000}),
-        )
-        .await;
-        if r.status != 204 || std::time::Instant::now() > deadline {
-            return r;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
 
@@ -415,7 +398,7 @@ async fn forgetting_a_person_and_a_conversation_mid_flight(db: TestDb) {
     assert!(late.status < 300, "{}", late.text);
     // Nothing is stuck: the turn resumes with its calls' results, and its context quotes
     // none of the forgotten texts.
-    let resumed = claimed(&svc).await;
+    let resumed = claimed_soon(&svc).await;
     assert_eq!(resumed.status, 200, "{}", resumed.text);
     assert_eq!(resumed.json["turn"]["id"], made.turn.as_str());
     for text in t.forgotten() {

@@ -20,7 +20,7 @@ use prost::Message;
 use serde_json::{json, Value};
 
 use crate::support::{config, created, post_with};
-use crate::workers::{claim, fenced};
+use crate::workers::{claimed_soon, fenced};
 
 const TRACE_ID: &str = "0af7651916cd43dd8448eb211c80319c";
 const INGRESS_SPAN: &str = "b7ad6b7169203331";
@@ -168,20 +168,10 @@ async fn traced_message(svc: &TestService) -> (String, Response) {
 
 /// A claim, long-polled: (turn, epoch, the answer).
 async fn claimed(svc: &TestService) -> (String, i64, Value) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let r = claim(
-            svc,
-            json!({"worker": "w-1", "wait_ms": 10_000, "lease_ms": 120_000}),
-        )
-        .await;
-        if r.status == 200 {
-            let turn = r.json["turn"]["id"].as_str().expect("a turn").to_string();
-            let epoch = r.json["turn_epoch"].as_i64().expect("an epoch");
-            return (turn, epoch, r.json);
-        }
-        assert!(Instant::now() < deadline, "nothing claimable: {}", r.text);
-    }
+    let r = claimed_soon(svc).await;
+    let turn = r.json["turn"]["id"].as_str().expect("a turn").to_string();
+    let epoch = r.json["turn_epoch"].as_i64().expect("an epoch");
+    (turn, epoch, r.json)
 }
 
 /// Ends the claimed turn with a fenced `NEED_INFORMATION` checkpoint.

@@ -17,7 +17,7 @@ use uuid::Uuid;
 
 use crate::support::{config, created, events, post_with};
 use crate::webhooks::{header, subscribe, until, Receiver};
-use crate::workers::claim;
+use crate::workers::claimed_soon;
 
 /// The ingress's trace, and its span that posted the comment.
 const TRACE_ID: &str = "0af7651916cd43dd8448eb211c80319c";
@@ -52,18 +52,6 @@ fn event<'a>(events: &'a [Value], event_type: &str, id: &str) -> &'a Value {
         .iter()
         .find(|e| e["type"] == event_type && e["data"]["id"] == id)
         .unwrap_or_else(|| panic!("no {event_type} of {id}"))
-}
-
-/// A claim, long-polled until the sagas have dispatched a turn.
-async fn claimed(svc: &TestService) -> Response {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let r = claim(svc, json!({"worker": "w-1", "wait_ms": 10_000})).await;
-        if r.status != 204 || Instant::now() > deadline {
-            assert_eq!(r.status, 200, "{}", r.text);
-            return r;
-        }
-    }
 }
 
 async fn a_comments_trace_reaches_its_turn_the_workers_reports_and_every_consumer(db: TestDb) {
@@ -118,7 +106,7 @@ async fn a_comments_trace_reaches_its_turn_the_workers_reports_and_every_consume
     assert_eq!(request.flags(), "01");
 
     // The worker's claim hands it the turn's span in that trace.
-    let claim = claimed(&svc).await;
+    let claim = claimed_soon(&svc).await;
     let turn = claim.json["turn"]["id"]
         .as_str()
         .expect("a turn")

@@ -56,6 +56,20 @@ pub(crate) async fn claim(svc: &TestService, body: Value) -> Response {
     svc.post(Some(ADMIN), "/v1/turns/claim", &body).await
 }
 
+/// A turn claimed once the sagas dispatched one (the claim's `200`): long polls, up to a
+/// minute in all — a loaded CI machine may take seconds to get a turn through the sagas.
+pub(crate) async fn claimed_soon(svc: &TestService) -> Response {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let body = json!({"worker": "w-1", "wait_ms": 10_000, "lease_ms": 120_000});
+        let r = claim(svc, body).await;
+        if r.status != 204 || std::time::Instant::now() > deadline {
+            assert_eq!(r.status, 200, "nothing claimable: {}", r.text);
+            return r;
+        }
+    }
+}
+
 /// `POST` fenced by (`turn`, `epoch`).
 pub(crate) async fn fenced(
     svc: &TestService,
