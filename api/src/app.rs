@@ -332,6 +332,9 @@ impl Application {
         });
         let (tracing, spans) = match otlp.zip(live) {
             Some((otlp, (spans, live))) => {
+                pm_infrastructure::otlp::agent_spans::AgentSpans::start_at_head(&db, &log)
+                    .await
+                    .map_err(StartError::Store)?;
                 let runner = ProcessorRunner::new(
                     pm_infrastructure::otlp::agent_spans::AgentSpans::new(
                         db.clone(),

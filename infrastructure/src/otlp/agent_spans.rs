@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use pm_application::log::{LogPosition, LoggedEvent};
+use pm_application::log::{LogPosition, LogReader, LoggedEvent};
 use pm_application::processor::{BatchError, BatchHandler};
 use pm_application::queries::SagaReadStore;
 use pm_application::trace::genai::{execute_tool, invoke_agent, SpanRecord, ToolCallHistory};
@@ -42,6 +42,27 @@ impl AgentSpans {
             log,
             otlp,
         })
+    }
+
+    /// Puts the processor's cursor at the log's head when it has none yet: turned on over
+    /// an existing log, the export starts with what ends from now on, not with every turn
+    /// that ever ended (its spans would arrive all at once, long after their time).
+    ///
+    /// # Errors
+    /// [`AppError`](pm_application::AppError) when the store cannot be read or written.
+    pub async fn start_at_head(
+        db: &Database,
+        log: &DbLogReader,
+    ) -> Result<(), pm_application::AppError> {
+        let head = log.end().await?;
+        db.execute(
+            "INSERT INTO processors (name, cursor_seq) VALUES ($1, $2) \
+             ON CONFLICT (name) DO NOTHING",
+            crate::db::Args::new().text(AGENT_SPANS).int(head.value()),
+        )
+        .await
+        .map_err(crate::processor::store::store_error)?;
+        Ok(())
     }
 
     /// The span `event` ends, if it ends one and its turn recorded a trace.

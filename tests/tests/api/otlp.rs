@@ -3,7 +3,8 @@
 //! spans — the request's `SERVER` span, its command's and the sagas' decision on its
 //! fact, the turn's `invoke_agent` and the call's `execute_tool` — share that trace, each a child of the one before, with the
 //! GenAI attribute names; a turn claimed before a restart and ended after it is one span,
-//! exported once; with no endpoint set, nothing exports.
+//! exported once; turned on over an existing log, the export starts with what ends next;
+//! with no endpoint set, nothing exports.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -377,6 +378,36 @@ async fn a_turn_across_a_restart_is_one_span_exported_once(db: TestDb) {
     svc.stop().await;
 }
 
+async fn turned_on_over_a_log_the_export_starts_with_what_ends_next(db: TestDb) {
+    let svc = start(&db, None).await;
+    let (conversation, _) = traced_message(&svc).await;
+    let (before, epoch, _) = claimed(&svc).await;
+    complete(&svc, &conversation, &before, epoch).await;
+    // Ended (the sagas wrote its terminal rune) before the export is turned on.
+    crate::sagas::wait_for(&svc, &format!("/v1/turns/{before}"), |t| {
+        t["state"] == "completed"
+    })
+    .await;
+    svc.stop().await;
+
+    let (collector, url) = Collector::start().await;
+    let svc = start(&db, Some(&url)).await;
+    let (conversation, _) = traced_message(&svc).await;
+    let (after, epoch, _) = claimed(&svc).await;
+    complete(&svc, &conversation, &after, epoch).await;
+    collector
+        .wait_for("invoke_agent", "pm.turn.id", &after)
+        .await;
+    // In log order: the earlier turn's span would have come first.
+    let earlier = collector
+        .spans()
+        .into_iter()
+        .filter(|(_, s)| text(s, "pm.turn.id") == Some(before.clone()))
+        .count();
+    assert_eq!(earlier, 0, "a turn that ended before the export was on");
+    svc.stop().await;
+}
+
 async fn without_an_endpoint_nothing_exports(db: TestDb) {
     let svc = start(&db, None).await;
     let (_, said) = traced_message(&svc).await;
@@ -404,5 +435,6 @@ async fn processors(svc: &TestService) -> Vec<String> {
 on_both_backends!(
     a_comments_spans_share_its_trace_from_request_to_turn_to_tool,
     a_turn_across_a_restart_is_one_span_exported_once,
+    turned_on_over_a_log_the_export_starts_with_what_ends_next,
     without_an_endpoint_nothing_exports,
 );
