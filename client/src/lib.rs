@@ -282,7 +282,7 @@ pub use me::Me;
 pub use position::{InvalidPosition, Position};
 pub use reads::{
     AgentQuery, AnomalyQuery, CheckpointQuery, ConversationQuery, ConversationTaskQuery, ListQuery,
-    MessageQuery, Paging, Reader, SessionQuery, TaskQuery, ToolCallQuery, TurnQuery,
+    MessageQuery, Paging, Reader, SessionQuery, Shown, TaskQuery, ToolCallQuery, TurnQuery,
 };
 pub use retry::{is_retryable, parse_retry_after, RetryPolicy};
 pub use tools::{

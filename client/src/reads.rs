@@ -3,6 +3,7 @@
 //! once its read model has processed that log position.
 
 mod queries;
+mod shown;
 
 use futures::{Stream, StreamExt, TryStreamExt};
 use pm_api_types::views::{
@@ -12,7 +13,6 @@ use pm_api_types::views::{
 use pm_domain::actor::ActorRegistered;
 use pm_domain::checkpoint::ConversationCheckpointCreated;
 use pm_domain::message::MessageAdded;
-use serde::de::DeserializeOwned;
 use uuid::Uuid;
 
 pub use queries::{
@@ -23,6 +23,7 @@ pub use queries::{
 use crate::http::{segment, Call};
 use crate::{Client, Error, Position, Written};
 use queries::Params;
+pub use shown::Shown;
 
 /// Reads of the read model, optionally after a log position (read-your-writes).
 ///
@@ -83,12 +84,13 @@ impl Reader {
         self.min_position.as_ref()
     }
 
-    async fn get<T: DeserializeOwned>(&self, path: String, mut params: Params) -> Result<T, Error> {
+    async fn get<T: Shown>(&self, path: String, mut params: Params) -> Result<T, Error> {
         if let Some(p) = &self.min_position {
             params.push(("min_position", p.as_str().to_string()));
         }
         let call = Call::get(path, params);
-        self.client.inner.send(&call).await?.json(&call.path)
+        let wire: T::Wire = self.client.inner.send(&call).await?.json(&call.path)?;
+        Ok(T::shown(wire))
     }
 
     /// `GET /v1/actors/{id}`.

@@ -10,7 +10,6 @@ use pm_domain::checkpoint::ConversationCheckpointCreated;
 use pm_domain::message::MessageAdded;
 use pm_domain::saga::{AgentState, ConversationState, SessionState, ToolCallState, TurnState};
 use pm_domain::types::{CheckpointType, TaskStatus};
-use serde::de::DeserializeOwned;
 use uuid::Uuid;
 
 /// Query parameters: name and value.
@@ -23,7 +22,7 @@ mod sealed {
 /// A paginated list of the API. Implemented by the query types of this crate only.
 pub trait ListQuery: sealed::Sealed + Clone + Send + Sync + 'static {
     /// What the list holds.
-    type Item: DeserializeOwned + Send + 'static;
+    type Item: super::Shown;
     /// The path, relative to the base URL.
     fn path(&self) -> String;
     /// The filters, as query parameters.

@@ -18,6 +18,7 @@ mod commands;
 mod events;
 mod examples;
 mod fencing;
+mod forgotten;
 mod idempotency;
 mod pages;
 mod reads;
