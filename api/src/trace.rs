@@ -19,7 +19,7 @@ use chrono::Utc;
 use opentelemetry::propagation::{Extractor, TextMapPropagator};
 use opentelemetry::trace::TraceContextExt;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
-use pm_application::trace::genai::{Attribute, SpanKind, SpanRecord, SpanSink};
+use pm_application::trace::genai::{self, HttpRequest, SpanSink};
 use pm_application::trace::TraceContext;
 use pm_infrastructure::otlp::live::LiveSpans;
 
@@ -56,41 +56,20 @@ pub async fn layer(
     req.extensions_mut().insert(RequestTrace(trace));
     let mut response = next.run(req).await;
     if let (Some(spans), Some((context, parent, method, path, start))) = (spans, started) {
-        let status = response.status().as_u16();
-        let route = response
-            .extensions()
-            .get::<MatchedPath>()
-            .map(|m| m.as_str().to_string());
-        let mut attributes = vec![
-            ("http.request.method", Attribute::Text(method.clone())),
-            ("url.path", Attribute::Text(path)),
-            (
-                "http.response.status_code",
-                Attribute::Int(i64::from(status)),
-            ),
-        ];
-        if let Some(route) = &route {
-            attributes.push(("http.route", Attribute::Text(route.clone())));
-        }
-        if let Some(principal) = response.extensions().get::<SignedIn>() {
-            attributes.push(("pm.principal", Attribute::Text(principal.0.clone())));
-        }
-        let error = (status >= 500).then(|| status.to_string());
-        if let Some(error) = &error {
-            attributes.push(("error.type", Attribute::Text(error.clone())));
-        }
-        spans.finished(SpanRecord {
-            context,
-            parent_is_remote: parent.is_some(),
-            parent_span_id: parent,
-            name: route.map_or_else(|| method.clone(), |route| format!("{method} {route}")),
-            kind: SpanKind::Server,
-            start,
-            end: Utc::now(),
-            attributes,
-            events: Vec::new(),
-            error,
-        });
+        let http = HttpRequest {
+            method: &method,
+            path: &path,
+            route: response
+                .extensions()
+                .get::<MatchedPath>()
+                .map(MatchedPath::as_str),
+            status: response.status().as_u16(),
+            principal: response
+                .extensions()
+                .get::<SignedIn>()
+                .map(|p| p.0.as_str()),
+        };
+        spans.finished(genai::request(context, parent, &http, (start, Utc::now())));
     }
     if let Some(named) = named {
         response.headers_mut().insert(TRACERESPONSE, named);

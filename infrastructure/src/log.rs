@@ -74,8 +74,9 @@ impl DbLogReader {
         Ok(LoggedMetadata::new(&metadata).trace())
     }
 
-    /// Every event of aggregate `aggregate_id` of `aggregate_type` (a stream), in order,
-    /// opened.
+    /// The events of aggregate `aggregate_id` of `aggregate_type` (a stream) of the types
+    /// `types`, up to sequence `through`, in order, opened: only what the caller reads (a
+    /// tool call's `tool.progress` chunks, say, are neither read nor decrypted).
     ///
     /// # Errors
     /// [`AppError::Unavailable`] when the store cannot be read.
@@ -83,12 +84,23 @@ impl DbLogReader {
         &self,
         aggregate_type: &str,
         aggregate_id: &str,
+        types: &[&str],
+        through: i64,
     ) -> Result<Vec<LoggedEvent>, AppError> {
+        let wanted: Vec<String> = (0..types.len()).map(|i| format!("${}", i + 4)).collect();
         let sql = format!(
             "SELECT {COLUMNS} FROM events \
-             WHERE aggregate_type = $1 AND aggregate_id = $2 ORDER BY sequence"
+             WHERE aggregate_type = $1 AND aggregate_id = $2 AND sequence <= $3 \
+             AND event_type IN ({}) ORDER BY sequence",
+            wanted.join(", ")
         );
-        let args = Args::new().text(aggregate_type).text(aggregate_id);
+        let args = types.iter().fold(
+            Args::new()
+                .text(aggregate_type)
+                .text(aggregate_id)
+                .int(through),
+            |args, t| args.text(*t),
+        );
         let rows = self.db.fetch_all(&sql, args).await.map_err(store_error)?;
         let events = rows.iter().map(logged).collect::<Result<Vec<_>, _>>()?;
         self.opened(events).await

@@ -101,11 +101,11 @@ impl Otlp {
     /// # Errors
     /// The exporter's message when the collector did not take them.
     pub async fn export(&self, spans: Vec<SpanRecord>) -> Result<(), String> {
-        if spans.is_empty() {
+        let batch: Vec<_> = spans.into_iter().filter_map(convert::span_data).collect();
+        if batch.is_empty() {
             return Ok(());
         }
-        let count = spans.len() as u64;
-        let batch = spans.into_iter().filter_map(convert::span_data).collect();
+        let count = batch.len() as u64;
         match self.exporter.export(batch).await {
             Ok(()) => {
                 metrics::counter!("pm_otlp_spans_exported_total").increment(count);

@@ -25,7 +25,7 @@ use pm_application::processor::{BatchError, BatchHandler};
 use pm_application::views::CloudEvent;
 use tokio_util::sync::CancellationToken;
 
-use crate::processor::cursor::{self, CursorError};
+use crate::processor::cursor;
 use crate::Database;
 
 /// The relay's processor name.
@@ -160,11 +160,8 @@ impl NatsRelay {
 
     /// Moves the cursor from `from` to `to` (compare-and-set, one statement).
     async fn advance(&self, from: LogPosition, to: LogPosition) -> Result<LogPosition, BatchError> {
-        match cursor::compare_and_set(&self.db, NATS_RELAY, from, to).await {
-            Ok(()) => Ok(to),
-            Err(CursorError::Moved) => Err(BatchError::CursorMoved),
-            Err(CursorError::Sql(e)) => Err(BatchError::Transient(e.to_string())),
-        }
+        cursor::compare_and_set(&self.db, NATS_RELAY, from, to).await?;
+        Ok(to)
     }
 }
 
@@ -198,11 +195,6 @@ impl BatchHandler for NatsRelay {
         event: &LoggedEvent,
         reason: &str,
     ) -> Result<LogPosition, BatchError> {
-        cursor::park_and_advance(&self.db, NATS_RELAY, from, event, reason)
-            .await
-            .map_err(|e| match e {
-                CursorError::Moved => BatchError::CursorMoved,
-                CursorError::Sql(e) => BatchError::Transient(e.to_string()),
-            })
+        Ok(cursor::park_and_advance(&self.db, NATS_RELAY, from, event, reason).await?)
     }
 }

@@ -88,6 +88,62 @@ pub trait SpanSink: Send + Sync + 'static {
     fn finished(&self, span: SpanRecord);
 }
 
+/// What a request's span says of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpRequest<'a> {
+    /// `GET`, `POST`, …
+    pub method: &'a str,
+    /// The path asked for.
+    pub path: &'a str,
+    /// The route it matched (`/v1/conversations/{id}/messages`), if any.
+    pub route: Option<&'a str>,
+    /// The answer's status.
+    pub status: u16,
+    /// Who was signed in, when someone was.
+    pub principal: Option<&'a str>,
+}
+
+/// A request's `SERVER` span (HTTP semantic conventions): `<METHOD> <route>` — `<METHOD>`
+/// alone when no route matched —, `context` its span and `parent` the caller's span id
+/// (`None`: the request started the trace); an error on a `5xx`.
+pub fn request(
+    context: TraceContext,
+    parent: Option<String>,
+    http: &HttpRequest<'_>,
+    (start, end): (DateTime<Utc>, DateTime<Utc>),
+) -> SpanRecord {
+    let mut attributes = vec![
+        ("http.request.method", text(http.method)),
+        ("url.path", text(http.path)),
+        ("http.response.status_code", int(http.status)),
+    ];
+    if let Some(route) = http.route {
+        attributes.push(("http.route", text(route)));
+    }
+    if let Some(principal) = http.principal {
+        attributes.push(("pm.principal", text(principal)));
+    }
+    let error = (http.status >= 500).then(|| http.status.to_string());
+    if let Some(error) = &error {
+        attributes.push(("error.type", text(error.as_str())));
+    }
+    SpanRecord {
+        context,
+        parent_is_remote: parent.is_some(),
+        parent_span_id: parent,
+        name: http.route.map_or_else(
+            || http.method.to_string(),
+            |route| format!("{} {route}", http.method),
+        ),
+        kind: SpanKind::Server,
+        start,
+        end: end.max(start),
+        attributes,
+        events: Vec::new(),
+        error,
+    }
+}
+
 /// A command's span: `command <aggregate type>`, a child of the request's span `parent`,
 /// from `start` to `end`, with what it did (`outcome`: `created`, `existing`) or why it
 /// did not (`error`: its message; `refused` when a rule said no).
@@ -228,6 +284,15 @@ pub struct ToolCallHistory {
 }
 
 impl ToolCallHistory {
+    /// The runes it is read from (a call's `tool.progress` chunks are not).
+    pub const RUNES: &'static [&'static str] = &[
+        TOOL_CALL,
+        TOOL_APPROVAL_REQUESTED,
+        TOOL_APPROVED,
+        TOOL_DENIED,
+        TOOL_RESULT,
+    ];
+
     /// The history in `runes` (one call's stream, in order); `None` when they hold no
     /// `tool.call` or a rune has no time.
     pub fn of(runes: &[LoggedEvent]) -> Option<Self> {

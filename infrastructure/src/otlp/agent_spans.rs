@@ -18,7 +18,7 @@ use uuid::Uuid;
 
 use super::Otlp;
 use crate::log::DbLogReader;
-use crate::processor::cursor::{self, CursorError};
+use crate::processor::cursor;
 use crate::sagas::SagaReads;
 use crate::Database;
 
@@ -73,27 +73,28 @@ impl AgentSpans {
                 let Ok(id) = Uuid::parse_str(&event.aggregate_id) else {
                     return Ok(None);
                 };
-                let Some(cause) = self.cause(id).await? else {
-                    return Ok(None);
-                };
-                let turn = self.sagas.turn(id).await.map_err(transient)?;
-                let ended = event.recorded_at();
-                Ok(turn
-                    .zip(ended)
-                    .map(|(turn, ended)| invoke_agent(&turn, &cause, ended)))
+                let turn = async { self.sagas.turn(id).await.map_err(transient) };
+                let (cause, turn) = tokio::try_join!(self.cause(id), turn)?;
+                Ok(match (cause, turn, event.recorded_at()) {
+                    (Some(cause), Some(turn), Some(ended)) => {
+                        Some(invoke_agent(&turn, &cause, ended))
+                    }
+                    _ => None,
+                })
             }
             TOOL_RESULT if event.aggregate_type == TOOL_CALL_TYPE => {
+                // Through this result: what the stream holds later is not this span's.
                 let runes = self
                     .log
-                    .stream(TOOL_CALL_TYPE, &event.aggregate_id)
+                    .stream(
+                        TOOL_CALL_TYPE,
+                        &event.aggregate_id,
+                        ToolCallHistory::RUNES,
+                        event.sequence,
+                    )
                     .await
                     .map_err(transient)?;
-                // Only through this result: what the stream holds later is not this span's.
-                let through: Vec<LoggedEvent> = runes
-                    .into_iter()
-                    .filter(|r| r.sequence <= event.sequence)
-                    .collect();
-                let Some(call) = ToolCallHistory::of(&through) else {
+                let Some(call) = ToolCallHistory::of(&runes) else {
                     return Ok(None);
                 };
                 let Some(cause) = self.cause(call.turn_id).await? else {
@@ -140,11 +141,8 @@ impl BatchHandler for AgentSpans {
             .export(spans)
             .await
             .map_err(|e| BatchError::Transient(format!("OTLP export: {e}")))?;
-        match cursor::compare_and_set(&self.db, AGENT_SPANS, from, last.position).await {
-            Ok(()) => Ok(last.position),
-            Err(CursorError::Moved) => Err(BatchError::CursorMoved),
-            Err(CursorError::Sql(e)) => Err(BatchError::Transient(e.to_string())),
-        }
+        cursor::compare_and_set(&self.db, AGENT_SPANS, from, last.position).await?;
+        Ok(last.position)
     }
 
     async fn park(
@@ -153,11 +151,6 @@ impl BatchHandler for AgentSpans {
         event: &LoggedEvent,
         reason: &str,
     ) -> Result<LogPosition, BatchError> {
-        cursor::park_and_advance(&self.db, AGENT_SPANS, from, event, reason)
-            .await
-            .map_err(|e| match e {
-                CursorError::Moved => BatchError::CursorMoved,
-                CursorError::Sql(e) => BatchError::Transient(e.to_string()),
-            })
+        Ok(cursor::park_and_advance(&self.db, AGENT_SPANS, from, event, reason).await?)
     }
 }

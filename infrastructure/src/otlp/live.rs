@@ -45,14 +45,18 @@ impl SpanSink for LiveSpans {
     }
 }
 
+/// Sends batches until `stop` is cancelled (or every sender is gone) and the queue is
+/// empty. A collector away is logged once, until an export succeeds again.
 async fn run(otlp: Arc<Otlp>, mut spans: mpsc::Receiver<SpanRecord>, stop: CancellationToken) {
+    let mut failing = false;
     loop {
         let mut batch = Vec::with_capacity(BATCH);
-        let stopping = tokio::select! {
+        let closed = tokio::select! {
             received = spans.recv_many(&mut batch, BATCH) => received == 0,
-            () = stop.cancelled() => true,
+            () = stop.cancelled() => false,
         };
-        if !stopping && batch.len() < BATCH {
+        // A span waits up to EVERY for others to share its export (not once stopping).
+        if !stop.is_cancelled() && !closed && batch.len() < BATCH {
             tokio::select! {
                 () = tokio::time::sleep(EVERY) => {}
                 () = stop.cancelled() => {}
@@ -64,11 +68,15 @@ async fn run(otlp: Arc<Otlp>, mut spans: mpsc::Receiver<SpanRecord>, stop: Cance
                 Err(_) => break,
             }
         }
-        let last = stop.is_cancelled() && spans.is_empty();
-        if let Err(e) = otlp.export(batch).await {
-            tracing::warn!(error = %e, "request spans were not exported");
+        match otlp.export(batch).await {
+            Ok(()) => failing = false,
+            Err(e) if !failing => {
+                tracing::warn!(error = %e, "spans were not exported (logged once until an export succeeds)");
+                failing = true;
+            }
+            Err(_) => {}
         }
-        if last || (stopping && spans.is_empty()) {
+        if (closed || stop.is_cancelled()) && spans.is_empty() {
             return;
         }
     }

@@ -25,6 +25,17 @@ impl From<sqlx::Error> for CursorError {
     }
 }
 
+/// For a processor whose cursor moves in a transaction of its own: another owner moved it,
+/// or the statement failed (retried).
+impl From<CursorError> for pm_application::processor::BatchError {
+    fn from(e: CursorError) -> Self {
+        match e {
+            CursorError::Moved => Self::CursorMoved,
+            CursorError::Sql(e) => Self::Transient(e.to_string()),
+        }
+    }
+}
+
 /// The processor's row (`$1` name), locked on PostgreSQL (SQLite's `BEGIN IMMEDIATE`
 /// holds the one writer's lock already).
 const SELECT_ROW: Sql = Sql {

@@ -43,7 +43,8 @@ impl<S: SagaStore> SagaEngine<S> {
         let Some(last) = events.last().map(|e| e.position) else {
             return Ok(from);
         };
-        let start = chrono::Utc::now();
+        // Only timed when its decisions are spans.
+        let start = self.spans.as_ref().map(|_| chrono::Utc::now());
         let planned = plan(events)?;
         let kinds = self.kinds_of(&planned).await.map_err(transient)?;
         let conversations: BTreeSet<Uuid> = planned
@@ -69,7 +70,7 @@ impl<S: SagaStore> SagaEngine<S> {
             .await;
         match decided {
             Ok(done) => {
-                if let Some(spans) = &self.spans {
+                if let Some((spans, start)) = self.spans.as_ref().zip(start) {
                     let end = chrono::Utc::now();
                     for p in &planned {
                         let decided = genai::saga_decision(

@@ -264,3 +264,52 @@ fn given_a_fact_without_a_trace_when_the_sagas_decided_it_then_there_is_no_span(
         None
     );
 }
+
+#[test]
+fn given_a_routed_request_when_its_span_is_made_then_it_is_a_server_span_named_by_route() {
+    let http = HttpRequest {
+        method: "POST",
+        path: "/v1/conversations/c/messages",
+        route: Some("/v1/conversations/{id}/messages"),
+        status: 201,
+        principal: Some("ingress"),
+    };
+
+    let span = request(
+        cause().child(),
+        Some("b7ad6b7169203331".into()),
+        &http,
+        (at(1), at(2)),
+    );
+
+    assert_eq!(span.name, "POST /v1/conversations/{id}/messages");
+    assert_eq!(span.kind, SpanKind::Server);
+    assert!(span.parent_is_remote);
+    assert_eq!(span.parent_span_id.as_deref(), Some("b7ad6b7169203331"));
+    assert_eq!(
+        attribute(&span, "http.response.status_code"),
+        Some(&Attribute::Int(201))
+    );
+    assert_eq!(attribute(&span, "pm.principal"), Some(&text("ingress")));
+    assert_eq!(span.error, None);
+}
+
+#[test]
+fn given_an_unrouted_failing_request_when_its_span_is_made_then_it_is_named_by_method_and_an_error()
+{
+    let http = HttpRequest {
+        method: "GET",
+        path: "/nowhere",
+        route: None,
+        status: 503,
+        principal: None,
+    };
+
+    let span = request(TraceContext::root(), None, &http, (at(1), at(2)));
+
+    assert_eq!(span.name, "GET");
+    assert!(!span.parent_is_remote);
+    assert_eq!(attribute(&span, "http.route"), None);
+    assert_eq!(attribute(&span, "error.type"), Some(&text("503")));
+    assert_eq!(span.error.as_deref(), Some("503"));
+}
