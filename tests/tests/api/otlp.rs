@@ -1,11 +1,13 @@
 //! OTLP export (issue 34) against the running service and an OTLP/HTTP receiver the test
 //! runs: an ingress request with a `traceparent` leads to a turn and a tool call whose
-//! spans — the request's `SERVER` span, its command's and the sagas' decision on its
-//! fact, the turn's `invoke_agent` and the call's `execute_tool` — share that trace, each a child of the one before, with the
-//! GenAI attribute names; a turn claimed before a restart and ended after it is one span,
-//! exported once; turned on over an existing log, the export starts with what ends next;
-//! with no endpoint set, nothing exports.
+//! spans — the request's `SERVER` span, its command's and the sagas' decision on its fact,
+//! the turn's `invoke_agent` and the call's `execute_tool` — share that trace, each a child
+//! of the one before, with the GenAI attribute names; a turn claimed before a restart and
+//! ended after it is one span, exported once; a collector away holds the turns' spans and
+//! loses none; turned on over an existing log, the export starts with what ends next; with
+//! no endpoint set, nothing exports.
 
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -21,16 +23,19 @@ use prost::Message;
 use serde_json::{json, Value};
 
 use crate::support::{config, created, post_with};
-use crate::workers::{claimed_soon, fenced};
+use crate::workers::{claimed_soon, fenced, report_traced};
 
 const TRACE_ID: &str = "0af7651916cd43dd8448eb211c80319c";
 const INGRESS_SPAN: &str = "b7ad6b7169203331";
 const TRACEPARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
 
-/// Every span the receiver got, with its resource's `service.name`.
+/// Every span the receiver got, with its resource's `service.name`; while `down`, it
+/// answers `503` and keeps nothing.
 #[derive(Default)]
 struct Collector {
     spans: Mutex<Vec<(String, Span)>>,
+    down: AtomicBool,
+    refused: AtomicUsize,
 }
 
 impl Collector {
@@ -74,7 +79,14 @@ impl Collector {
     }
 }
 
-async fn receive(State(collector): State<Arc<Collector>>, body: Bytes) -> Vec<u8> {
+async fn receive(
+    State(collector): State<Arc<Collector>>,
+    body: Bytes,
+) -> (axum::http::StatusCode, Vec<u8>) {
+    if collector.down.load(Ordering::SeqCst) {
+        collector.refused.fetch_add(1, Ordering::SeqCst);
+        return (axum::http::StatusCode::SERVICE_UNAVAILABLE, Vec::new());
+    }
     let request = ExportTraceServiceRequest::decode(body).expect("OTLP protobuf");
     let mut spans = collector.spans.lock().expect("lock");
     for resource in request.resource_spans {
@@ -93,7 +105,7 @@ async fn receive(State(collector): State<Arc<Collector>>, body: Bytes) -> Vec<u8
             }
         }
     }
-    Vec::new()
+    (axum::http::StatusCode::OK, Vec::new())
 }
 
 fn attribute(attributes: &[KeyValue], key: &str) -> Option<Any> {
@@ -200,20 +212,7 @@ async fn a_comments_spans_share_its_trace_from_request_to_turn_to_tool(db: TestD
         .as_str()
         .expect("the turn's trace context")
         .to_string();
-    let fence = epoch.to_string();
-    let reported = post_with(
-        &svc,
-        Some(LLM),
-        &format!("/v1/turns/{turn}/tool-calls"),
-        &json!({"calls": [{"call_id": "a", "tool_name": "search", "arguments": {"q": "x"}}]}),
-        &[
-            ("PM-Turn-Id", turn.as_str()),
-            ("PM-Turn-Epoch", fence.as_str()),
-            ("traceparent", turn_traceparent.as_str()),
-        ],
-    )
-    .await;
-    assert_eq!(reported.status, 201, "{}", reported.text);
+    let reported = report_traced(&svc, &turn, epoch, &turn_traceparent).await;
     let result = svc
         .post(
             Some(LLM),
@@ -378,6 +377,38 @@ async fn a_turn_across_a_restart_is_one_span_exported_once(db: TestDb) {
     svc.stop().await;
 }
 
+/// A collector away holds the turns' spans (the processor's cursor waits) and loses none:
+/// once it is back, the turn's span arrives, once.
+async fn a_collector_away_holds_the_turns_spans_and_loses_none(db: TestDb) {
+    let (collector, url) = Collector::start().await;
+    collector.down.store(true, Ordering::SeqCst);
+    let svc = start(&db, Some(&url)).await;
+    let (conversation, _) = traced_message(&svc).await;
+    let (turn, epoch, _) = claimed(&svc).await;
+    complete(&svc, &conversation, &turn, epoch).await;
+    crate::sagas::wait_for(&svc, &format!("/v1/turns/{turn}"), |t| {
+        t["state"] == "completed"
+    })
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while collector.refused.load(Ordering::SeqCst) < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the service never tried to export"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(collector.spans().is_empty(), "nothing kept while down");
+
+    collector.down.store(false, Ordering::SeqCst);
+    let turns = collector
+        .wait_for("invoke_agent", "pm.turn.id", &turn)
+        .await;
+    assert_eq!(turns.len(), 1, "exported once");
+    assert_eq!(hex(&turns[0].trace_id), TRACE_ID);
+    svc.stop().await;
+}
+
 async fn turned_on_over_a_log_the_export_starts_with_what_ends_next(db: TestDb) {
     let svc = start(&db, None).await;
     let (conversation, _) = traced_message(&svc).await;
@@ -435,6 +466,7 @@ async fn processors(svc: &TestService) -> Vec<String> {
 on_both_backends!(
     a_comments_spans_share_its_trace_from_request_to_turn_to_tool,
     a_turn_across_a_restart_is_one_span_exported_once,
+    a_collector_away_holds_the_turns_spans_and_loses_none,
     turned_on_over_a_log_the_export_starts_with_what_ends_next,
     without_an_endpoint_nothing_exports,
 );

@@ -11,13 +11,13 @@ use std::time::{Duration, Instant};
 
 use pm_application::trace::TraceContext;
 use pm_tests::nats::{delete_stream, names, stream_messages, NATS};
-use pm_tests::{on_both_backends, Response, TestDb, TestService, ADMIN, INGRESS, LLM};
+use pm_tests::{on_both_backends, Response, TestDb, TestService, ADMIN, INGRESS};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
 use crate::support::{config, created, events, post_with};
 use crate::webhooks::{header, subscribe, until, Receiver};
-use crate::workers::claimed_soon;
+use crate::workers::{claimed_soon, report_traced};
 
 /// The ingress's trace, and its span that posted the comment.
 const TRACE_ID: &str = "0af7651916cd43dd8448eb211c80319c";
@@ -126,20 +126,7 @@ async fn a_comments_trace_reaches_its_turn_the_workers_reports_and_every_consume
     assert_eq!(handed["tracestate"], TRACESTATE, "{handed}");
 
     // The worker reports in the turn's span: its request is a child of it.
-    let fence = epoch.to_string();
-    let reported = post_with(
-        &svc,
-        Some(LLM),
-        &format!("/v1/turns/{turn}/tool-calls"),
-        &json!({"calls": [{"call_id": "a", "tool_name": "search", "arguments": {"q": "x"}}]}),
-        &[
-            ("PM-Turn-Id", turn.as_str()),
-            ("PM-Turn-Epoch", fence.as_str()),
-            ("traceparent", &turn_span.traceparent),
-        ],
-    )
-    .await;
-    assert_eq!(reported.status, 201, "{}", reported.text);
+    let reported = report_traced(&svc, &turn, epoch, &turn_span.traceparent).await;
     let report = named(&reported);
     assert_eq!(report.trace_id(), TRACE_ID);
 
@@ -149,29 +136,22 @@ async fn a_comments_trace_reaches_its_turn_the_workers_reports_and_every_consume
     let fact = event(&log, "project_manager.message.added", &message);
     assert_eq!(fact["traceparent"], request.traceparent.as_str(), "{fact}");
     assert_eq!(fact["tracestate"], TRACESTATE, "{fact}");
-    let dispatched = log
-        .iter()
-        .find(|e| e["type"] == "turn.dispatched" && e["data"]["turn_id"] == turn.as_str())
-        .expect("the turn's dispatch");
-    assert_eq!(
-        dispatched["traceparent"],
-        request.traceparent.as_str(),
-        "{dispatched}"
-    );
+    for rune in ["turn.queued", "turn.dispatched"] {
+        let of_turn = log
+            .iter()
+            .find(|e| e["type"] == rune && e["data"]["turn_id"] == turn.as_str())
+            .unwrap_or_else(|| panic!("the turn's {rune}"));
+        assert_eq!(
+            of_turn["traceparent"],
+            request.traceparent.as_str(),
+            "{of_turn}"
+        );
+    }
     let call = log
         .iter()
         .find(|e| e["type"] == "tool.call")
         .expect("the tool call's rune");
     assert_eq!(call["traceparent"], report.traceparent.as_str(), "{call}");
-    let queued = log
-        .iter()
-        .find(|e| e["type"] == "turn.queued" && e["data"]["turn_id"] == turn.as_str())
-        .expect("the turn's first rune");
-    assert_eq!(
-        queued["traceparent"],
-        request.traceparent.as_str(),
-        "{queued}"
-    );
 
     // The relayed message and the webhook delivery carry it as headers.
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -70,6 +70,31 @@ pub(crate) async fn claimed_soon(svc: &TestService) -> Response {
     }
 }
 
+/// The `llm` principal reports one `search` call `a` on `turn`, fenced by `epoch`, in the
+/// span `traceparent` (the turn's, which its claim handed out).
+pub(crate) async fn report_traced(
+    svc: &TestService,
+    turn: &str,
+    epoch: i64,
+    traceparent: &str,
+) -> Response {
+    let fence = epoch.to_string();
+    let r = post_with(
+        svc,
+        Some(pm_tests::LLM),
+        &format!("/v1/turns/{turn}/tool-calls"),
+        &json!({"calls": [{"call_id": "a", "tool_name": "search", "arguments": {"q": "x"}}]}),
+        &[
+            ("PM-Turn-Id", turn),
+            ("PM-Turn-Epoch", fence.as_str()),
+            ("traceparent", traceparent),
+        ],
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    r
+}
+
 /// `POST` fenced by (`turn`, `epoch`).
 pub(crate) async fn fenced(
     svc: &TestService,
