@@ -15,6 +15,7 @@
 pub mod http;
 pub mod load;
 pub mod nats;
+pub mod otlp;
 pub mod pg_server;
 pub mod process;
 pub mod sockets;

@@ -7,19 +7,12 @@
 //! loses none; turned on over an existing log, the export starts with what ends next; with
 //! no endpoint set, nothing exports.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use axum::body::Bytes;
-use axum::extract::State;
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
-use opentelemetry_proto::tonic::common::v1::KeyValue;
 use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
-use opentelemetry_proto::tonic::trace::v1::Span;
+use pm_tests::otlp::{hex, int, text, Collector};
 use pm_tests::{on_both_backends, Response, TestDb, TestService, ADMIN, INGRESS, LLM};
-use prost::Message;
 use serde_json::{json, Value};
 
 use crate::support::{config, created, post_with};
@@ -28,111 +21,6 @@ use crate::workers::{claimed_soon, fenced, report_traced};
 const TRACE_ID: &str = "0af7651916cd43dd8448eb211c80319c";
 const INGRESS_SPAN: &str = "b7ad6b7169203331";
 const TRACEPARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
-
-/// Every span the receiver got, with its resource's `service.name`; while `down`, it
-/// answers `503` and keeps nothing.
-#[derive(Default)]
-struct Collector {
-    spans: Mutex<Vec<(String, Span)>>,
-    down: AtomicBool,
-    refused: AtomicUsize,
-}
-
-impl Collector {
-    /// A receiver of `POST /v1/traces` on a loopback port, and its base URL.
-    async fn start() -> (Arc<Self>, String) {
-        let collector = Arc::new(Self::default());
-        let app = axum::Router::new()
-            .route("/v1/traces", axum::routing::post(receive))
-            .with_state(collector.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("a port");
-        let url = format!("http://{}", listener.local_addr().expect("addr"));
-        tokio::spawn(async move { axum::serve(listener, app).await });
-        (collector, url)
-    }
-
-    fn spans(&self) -> Vec<(String, Span)> {
-        self.spans.lock().expect("lock").clone()
-    }
-
-    /// The spans named `name` whose attribute `key` is `value`, once there is one (30 s).
-    async fn wait_for(&self, name: &str, key: &str, value: &str) -> Vec<Span> {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let found: Vec<Span> = self
-                .spans()
-                .into_iter()
-                .map(|(_, s)| s)
-                .filter(|s| s.name == name && text(s, key).as_deref() == Some(value))
-                .collect();
-            if !found.is_empty() {
-                return found;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no {name} span with {key}={value}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-}
-
-async fn receive(
-    State(collector): State<Arc<Collector>>,
-    body: Bytes,
-) -> (axum::http::StatusCode, Vec<u8>) {
-    if collector.down.load(Ordering::SeqCst) {
-        collector.refused.fetch_add(1, Ordering::SeqCst);
-        return (axum::http::StatusCode::SERVICE_UNAVAILABLE, Vec::new());
-    }
-    let request = ExportTraceServiceRequest::decode(body).expect("OTLP protobuf");
-    let mut spans = collector.spans.lock().expect("lock");
-    for resource in request.resource_spans {
-        let service = resource
-            .resource
-            .as_ref()
-            .and_then(|r| attribute(&r.attributes, "service.name"))
-            .and_then(|v| match v {
-                Any::StringValue(s) => Some(s),
-                _ => None,
-            })
-            .unwrap_or_default();
-        for scope in resource.scope_spans {
-            for span in scope.spans {
-                spans.push((service.clone(), span));
-            }
-        }
-    }
-    (axum::http::StatusCode::OK, Vec::new())
-}
-
-fn attribute(attributes: &[KeyValue], key: &str) -> Option<Any> {
-    attributes
-        .iter()
-        .find(|kv| kv.key == key)
-        .and_then(|kv| kv.value.clone())
-        .and_then(|v| v.value)
-}
-
-fn text(span: &Span, key: &str) -> Option<String> {
-    match attribute(&span.attributes, key)? {
-        Any::StringValue(s) => Some(s),
-        _ => None,
-    }
-}
-
-fn int(span: &Span, key: &str) -> Option<i64> {
-    match attribute(&span.attributes, key)? {
-        Any::IntValue(i) => Some(i),
-        _ => None,
-    }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
 
 /// The span id of a `traceparent`.
 fn span_of(traceparent: &str) -> String {

@@ -23,6 +23,7 @@ mod positions;
 mod principals_reload;
 mod relay_crash;
 mod snapshot_restart;
+mod span_crash;
 mod takeover;
 mod validation;
 mod webhook_crash;
