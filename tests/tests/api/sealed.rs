@@ -59,6 +59,8 @@ struct Made {
     conversation: String,
     message: String,
     other: String,
+    /// The last write's log position: reads of the read model wait for it.
+    position: String,
 }
 
 async fn write(svc: &TestService, t: &Texts) -> Made {
@@ -96,19 +98,24 @@ async fn write(svc: &TestService, t: &Texts) -> Made {
     );
     let path = format!("/v1/conversations/{conversation}/messages");
     let message = created(&svc.post(Some(ADMIN), &path, &said(&actor, t)).await);
-    let other = created(
-        &svc.post(
+    let last = svc
+        .post(
             Some(ADMIN),
             &path,
             &json!({"actor_id": actor, "content": t.other}),
         )
-        .await,
-    );
+        .await;
+    let other = created(&last);
+    let position = last
+        .header("x-event-position")
+        .expect("the write's position")
+        .to_string();
     Made {
         actor,
         conversation,
         message,
         other,
+        position,
     }
 }
 
@@ -155,7 +162,10 @@ async fn reads_as_written(svc: &TestService, made: &Made, t: &Texts) {
         t.title.as_str()
     );
     let actor = svc
-        .get(Some(ADMIN), &format!("/v1/actors/{}", made.actor))
+        .get(
+            Some(ADMIN),
+            &format!("/v1/actors/{}?min_position={}", made.actor, made.position),
+        )
         .await;
     assert_eq!(
         actor.json["display_name"],
