@@ -212,6 +212,12 @@ pub const CATALOGUE: &[Metric] = &[
         label: None,
     },
     Metric {
+        name: "pm_keys_made_total",
+        kind: Kind::Counter,
+        help: "Data keys of personal texts made, by how: with their party's first fact, by a statement of their own, or in a writer's transaction.",
+        label: Some(("how", pm_infrastructure::keys::MADE)),
+    },
+    Metric {
         name: "pm_saga_recoveries_total",
         kind: Kind::Counter,
         help: "Saga recoveries: in-flight sessions restarted when this replica took the sagas over.",

@@ -229,22 +229,25 @@ impl Appender {
         if rows.is_empty() {
             return Ok(Vec::new());
         }
+        let forgotten: Vec<_> = rows
+            .iter()
+            .filter_map(crate::forgetting::forgotten_by)
+            .collect();
+        // A party's first fact is tried with its texts in the clear: it seals them under
+        // the key it stores itself. Sealed first, it would find nothing left to seal and
+        // make its key in a statement of its own.
+        if let ([row], None, true) = (rows.as_slice(), fence, forgotten.is_empty()) {
+            if let Some(position) = self.append_first(row, key).await? {
+                self.ring();
+                return Ok(vec![position]);
+            }
+        }
         let mut rows = rows;
         for row in rows.iter_mut().filter(|r| r.is_personal()) {
             let mut payload = std::mem::take(&mut row.payload);
             let sealed = self.inner.keys.seal_text(&row.place(), &mut payload).await;
             row.payload = payload;
             sealed.map_err(|e| seal_failure(&e))?;
-        }
-        let forgotten: Vec<_> = rows
-            .iter()
-            .filter_map(crate::forgetting::forgotten_by)
-            .collect();
-        if let ([row], None, true) = (rows.as_slice(), fence, forgotten.is_empty()) {
-            if let Some(position) = self.append_first(row, key).await? {
-                self.ring();
-                return Ok(vec![position]);
-            }
         }
         let positions = match (&self.inner.group_commit, rows.len()) {
             // The key is destroyed by the transaction that appends the fact.

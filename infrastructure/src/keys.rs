@@ -276,6 +276,7 @@ impl KeyStore {
         let Some(row) = made else {
             return Ok(self.key(scope, id).await?.flatten());
         };
+        made_how(MADE_ALONE);
         let key = self.decode(scope, id, row.bytes("material")?, row.bool("wrapped")?)?;
         self.remember(scope, id, &key, heard);
         Ok(key)
@@ -310,7 +311,9 @@ impl KeyStore {
             return Ok(key);
         }
         let (sql, args) = self.insert(scope, id)?;
-        tx.execute(sql, args).await?;
+        if tx.execute(sql, args).await? > 0 {
+            made_how(MADE_IN_TRANSACTION);
+        }
         let row = tx
             .fetch_optional(SELECT_KEY, Args::new().text(scope.as_str()).uuid(id))
             .await?
@@ -349,6 +352,7 @@ impl KeyStore {
 
     /// Keeps a [`FreshKey`] in memory once the append that stored it committed.
     pub fn adopt(&self, fresh: &FreshKey) {
+        made_how(MADE_WITH_FACT);
         self.remember(fresh.scope, fresh.id, &Some(fresh.key.clone()), fresh.heard);
     }
 
@@ -440,6 +444,19 @@ impl KeyStore {
             (true, None) => Err(KeyError::MasterKeyMissing),
         }
     }
+}
+
+/// How keys are made (`pm_keys_made_total`'s `how`): by their party's first fact's own
+/// statement ([`KeyStore::fresh`], the command path's way), by a statement of their own
+/// before a fact that needs one ([`KeyStore::key_made`]), or in a writer's transaction
+/// ([`KeyStore::key_in`]).
+pub const MADE: &[&str] = &[MADE_WITH_FACT, MADE_ALONE, MADE_IN_TRANSACTION];
+const MADE_WITH_FACT: &str = "with_fact";
+const MADE_ALONE: &str = "alone";
+const MADE_IN_TRANSACTION: &str = "in_transaction";
+
+fn made_how(how: &'static str) {
+    metrics::counter!("pm_keys_made_total", "how" => how).increment(1);
 }
 
 /// The advisory lock replicas opening the keys take in turn (`pmlk`, beside the log's

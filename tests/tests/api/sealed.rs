@@ -406,6 +406,16 @@ async fn a_first_fact_whose_key_is_there_already_is_sealed_with_it(db: TestDb) {
         .await
         .expect("keys");
     assert_eq!(stored.len(), 1, "the key is stored with the fact");
+    let conversation = created(
+        &svc.post(
+            Some(ADMIN),
+            "/v1/conversations",
+            &json!({"actor_ids": [other], "title": t.title}),
+        )
+        .await,
+    );
+    stored_by_its_fact(&store, "actor", &other).await;
+    stored_by_its_fact(&store, "conversation", &conversation).await;
     svc.stop().await;
     let svc = TestService::start_with(config(&db)).await;
     let registered = events(&svc, "types=project_manager.actor.registered").await;
@@ -414,6 +424,36 @@ async fn a_first_fact_whose_key_is_there_already_is_sealed_with_it(db: TestDb) {
         t.other.as_str()
     );
     svc.stop().await;
+}
+
+/// On PostgreSQL: the key of `scope` `id` was written by the transaction that wrote the
+/// party's first fact (the rows' `xmin`) — not by a statement of its own before it, one
+/// more round trip and commit per new actor or conversation. SQLite's rows do not name
+/// their transaction; its appender takes the same path.
+async fn stored_by_its_fact(store: &Database, scope: &str, id: &str) {
+    if store.dialect() != Dialect::Postgres {
+        return;
+    }
+    let row = store
+        .fetch_optional(
+            "SELECT (SELECT xmin::text FROM pm_keys WHERE scope = $1 AND id = $2) AS key_tx, \
+             (SELECT xmin::text FROM events WHERE aggregate_type = $1 AND aggregate_id = $3 \
+              AND sequence = 1) AS fact_tx",
+            Args::new()
+                .text(scope)
+                .uuid(id.parse().expect("uuid"))
+                .text(id),
+        )
+        .await
+        .expect("transaction ids")
+        .expect("a row");
+    let key_tx = row.opt_string("key_tx").expect("key_tx");
+    let fact_tx = row.opt_string("fact_tx").expect("fact_tx");
+    assert!(key_tx.is_some(), "the {scope}'s key is stored");
+    assert_eq!(
+        key_tx, fact_tx,
+        "the {scope}'s key is written with its first fact"
+    );
 }
 
 on_both_backends!(
