@@ -20,7 +20,7 @@ fi
 
 # CPU seconds of every running process named `postgres` (clock ticks of /proc/PID/stat).
 pg_cpu() {
-  local tick total=0 pid stat
+  local tick total=0 pid stat f
   tick=$(getconf CLK_TCK)
   for pid in $(pgrep -x postgres); do
     stat=$(cat "/proc/$pid/stat" 2>/dev/null) || continue
@@ -42,18 +42,17 @@ pid=$!
 for _ in $(seq 1 50); do curl -sf "http://127.0.0.1:$PORT/readyz" >/dev/null && break; sleep 0.2; done
 out=$(mktemp)
 # The counters are read around the whole run (the world pm-bench sets up first is a few
-# dozen commands among thousands).
-psql -qAt "$PG/postgres" -c "SELECT pg_stat_clear_snapshot()" >/dev/null
+# dozen commands among thousands). The WAL counters are the cluster's: run it on an
+# otherwise idle PostgreSQL.
 # With pg_stat_statements loaded (`shared_preload_libraries`), every statement is counted too.
 statements=$(psql -qAt "$PG/postgres" -c "SELECT 1 FROM pg_extension WHERE extname = 'pg_stat_statements'" || true)
 [ -n "$statements" ] && psql -qAt "$PG/postgres" -c "SELECT pg_stat_statements_reset()" >/dev/null
 before=$(counters); pg_before=$(pg_cpu)
 "$BIN/pm-bench" --url "http://127.0.0.1:$PORT" --mix "$MIX" --concurrency "$C" \
   --duration "$T" --pid "$pid" --json >"$out"
-# Let the sagas and projections catch up: what a command causes is part of its cost.
-sleep 3
-# The statistics collector publishes at most every 500 ms.
-sleep 1
+# Let the sagas and projections catch up (what a command causes is part of its cost), and
+# the backends publish their statistics (at most once a second).
+sleep 4
 after=$(counters); pg_after=$(pg_cpu)
 stmts=$(mktemp)
 if [ -n "$statements" ]; then
@@ -72,7 +71,7 @@ b = [int(x) for x in sys.argv[2].split()]
 a = [int(x) for x in sys.argv[3].split()]
 n = r["commands_per_s"] * r["duration_s"]
 names = ["WAL bytes", "WAL records", "rows inserted", "rows updated", "rows fetched", "commits"]
-print(f'{r["mix"]}: {n:.0f} commands, {r["commands_per_s"]} commands/s, {100 * (r.get("ratio") or 0):.1f} % of raw')
+print(f'{r["mix"]}: {n:.0f} commands, {r["commands_per_s"]} commands/s')
 print(f'  service CPU ms/command   {1000 * int(sys.argv[6]) / int(sys.argv[7]) / n:.3f} (whole life)')
 print(f'  PostgreSQL CPU ms/command {1000 * (float(sys.argv[5]) - float(sys.argv[4])) / n:.3f}')
 for name, x, y in zip(names, b, a):
