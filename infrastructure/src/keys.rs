@@ -23,6 +23,7 @@ use chrono::Utc;
 use uuid::Uuid;
 
 pub use cipher::{CipherError, Key, KEY_BYTES};
+pub use payloads::OpenError;
 
 use crate::db::{Args, Tx};
 use crate::sql::Dialect;

@@ -194,8 +194,6 @@ impl DbLogReader {
             if !sealing::may_be_sealed(&event.event_type, event.payload.text()) {
                 continue;
             }
-            let mut payload: serde_json::Value =
-                serde_json::from_str(event.payload.text()).map_err(|e| corrupt("payload", e))?;
             let place = Place {
                 event_type: &event.event_type,
                 aggregate_type: &event.aggregate_type,
@@ -203,11 +201,14 @@ impl DbLogReader {
                 sequence: event.sequence,
                 conversation_id: event.conversation_id,
             };
-            self.keys
-                .open_payload(&place, &mut payload, Unreadable::Null)
+            let opened = self
+                .keys
+                .open_text(&place, event.payload.text(), Unreadable::Null)
                 .await
-                .map_err(key_error)?;
-            event.payload = payload.into();
+                .map_err(open_error)?;
+            if let Some(text) = opened {
+                event.payload = Json::from_text(text).map_err(|e| corrupt("payload", e))?;
+            }
         }
         Ok(events)
     }
@@ -298,10 +299,11 @@ fn logged(row: &DbRow) -> Result<LoggedEvent, AppError> {
 }
 
 /// What keys that cannot be read mean to a reader: the store away, or a damaged key row.
-pub(crate) fn key_error(e: crate::keys::KeyError) -> AppError {
+pub(crate) fn open_error(e: crate::keys::OpenError) -> AppError {
     match e {
-        crate::keys::KeyError::Store(e) => store_error(e),
-        other => AppError::Internal(other.to_string()),
+        crate::keys::OpenError::Key(crate::keys::KeyError::Store(e)) => store_error(e),
+        crate::keys::OpenError::Key(other) => AppError::Internal(other.to_string()),
+        crate::keys::OpenError::Payload(e) => corrupt("payload", e),
     }
 }
 

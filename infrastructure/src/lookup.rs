@@ -108,9 +108,10 @@ impl StoreLookup {
         };
         let corrupt =
             |e: &dyn std::fmt::Display| LookupError(format!("corrupt creation fact of {key}: {e}"));
-        let mut payload: Value = serde_json::from_str(&payload).map_err(|e| corrupt(&e))?;
         // What a lookup tells (kinds, ids) is the history's shape: no text is opened.
-        crate::keys::sealing::shape_only(&event_type, &mut payload);
+        let payload =
+            crate::keys::sealing::shape_only(&event_type, &payload).map_err(|e| corrupt(&e))?;
+        let payload: Value = serde_json::from_str(&payload).map_err(|e| corrupt(&e))?;
         let entity = Fact::parse(&event_type, &payload)
             .map_err(|e| corrupt(&e))?
             .lookup_entity();

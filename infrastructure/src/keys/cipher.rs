@@ -111,18 +111,25 @@ impl Key {
     /// since; `None` otherwise (another key, other associated data, altered bytes, another
     /// form).
     pub fn open(&self, aad: &[u8], sealed: &[u8]) -> Option<Vec<u8>> {
-        let (&form, rest) = sealed.split_first()?;
-        if form != FORM || rest.len() < NONCE_LEN {
+        self.open_owned(aad, sealed.to_vec())
+    }
+
+    /// [`Key::open`] on bytes of the caller's: opened where they lie, the plaintext moved to
+    /// their front — no allocation (a field sealed in layers is opened layer by layer).
+    pub fn open_owned(&self, aad: &[u8], mut sealed: Vec<u8>) -> Option<Vec<u8>> {
+        let head = 1 + NONCE_LEN;
+        if sealed.first() != Some(&FORM) || sealed.len() < head {
             return None;
         }
-        let (nonce, body) = rest.split_at(NONCE_LEN);
-        let nonce = Nonce::try_assume_unique_for_key(nonce).ok()?;
-        let mut body = body.to_vec();
-        let plaintext = self
+        let nonce = Nonce::try_assume_unique_for_key(&sealed[1..head]).ok()?;
+        let plain = self
             .aead()
-            .open_in_place(nonce, Aad::from(aad), &mut body)
-            .ok()?;
-        Some(plaintext.to_vec())
+            .open_in_place(nonce, Aad::from(aad), &mut sealed[head..])
+            .ok()?
+            .len();
+        sealed.truncate(head + plain);
+        sealed.drain(..head);
+        Some(sealed)
     }
 }
 

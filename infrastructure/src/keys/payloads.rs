@@ -8,7 +8,7 @@ use pm_domain::personal::personal_fields;
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::sealing::{self, Opened, Place, SealError, Unreadable};
+use super::sealing::{self, Fields, Opened, Place, SealError, Unreadable};
 use super::{Key, KeyError, KeyStore, Scope};
 use crate::db::Tx;
 
@@ -20,7 +20,7 @@ impl KeyStore {
     /// # Errors
     /// [`SealError`]: the payload must not be stored.
     pub async fn seal_text(&self, place: &Place<'_>, text: &mut String) -> Result<bool, SealError> {
-        let Some((mut payload, owners)) = to_seal(place, text)? else {
+        let Some((mut fields, owners)) = to_seal(place, text)? else {
             return Ok(false);
         };
         let mut keys = HashMap::new();
@@ -28,7 +28,9 @@ impl KeyStore {
             let key = self.key_made(scope, id).await?;
             keys.insert((scope, id), key);
         }
-        seal_with(place, &mut payload, &keys, text)
+        let sealed = seal_with(place, &mut fields, &keys)?;
+        *text = sealed;
+        Ok(true)
     }
 
     /// Seals the payload `text` of a party's first fact with `fresh` alone; answers
@@ -43,14 +45,16 @@ impl KeyStore {
         text: &mut String,
         fresh: &super::FreshKey,
     ) -> Result<bool, SealError> {
-        let Some((mut payload, owners)) = to_seal(place, text)? else {
+        let Some((mut fields, owners)) = to_seal(place, text)? else {
             return Ok(false);
         };
         if owners.iter().any(|o| *o != (fresh.scope, fresh.id)) {
             return Ok(false);
         }
         let keys = HashMap::from([((fresh.scope, fresh.id), Some(fresh.key.clone()))]);
-        seal_with(place, &mut payload, &keys, text)
+        let sealed = seal_with(place, &mut fields, &keys)?;
+        *text = sealed;
+        Ok(true)
     }
 
     /// [`KeyStore::seal_text`] for a writer inside `tx`: keys it has to make are made in
@@ -64,7 +68,7 @@ impl KeyStore {
         place: &Place<'_>,
         text: &mut String,
     ) -> Result<bool, SealError> {
-        let Some((mut payload, owners)) = to_seal(place, text)? else {
+        let Some((mut fields, owners)) = to_seal(place, text)? else {
             return Ok(false);
         };
         let mut keys = HashMap::new();
@@ -72,30 +76,67 @@ impl KeyStore {
             let key = self.key_in(tx, scope, id).await?;
             keys.insert((scope, id), key);
         }
-        seal_with(place, &mut payload, &keys, text)
+        let sealed = seal_with(place, &mut fields, &keys)?;
+        *text = sealed;
+        Ok(true)
     }
 
-    /// Opens the sealed fields of `payload` (the event at `place`): what cannot be read is
-    /// as `unreadable` says. A field that does not open with its keys (moved to another
-    /// event, altered) is logged, never an error.
+    /// The payload `text` (the event at `place`) with its sealed fields opened, when it has
+    /// any (`None`: read it as it is): what cannot be read is as `unreadable` says. A field
+    /// that does not open with its keys (moved to another event, altered) is logged, never
+    /// an error.
     ///
     /// # Errors
-    /// [`KeyError`]: the keys could not be read (the store is away, a key row is damaged).
+    /// [`OpenError`]: the keys could not be read, or the text is not JSON.
+    pub async fn open_text(
+        &self,
+        place: &Place<'_>,
+        text: &str,
+        unreadable: Unreadable,
+    ) -> Result<Option<String>, OpenError> {
+        let Some(mut fields) = Fields::parse(text)? else {
+            return Ok(None);
+        };
+        let (_, changed) = self.open_fields(place, &mut fields, unreadable).await?;
+        Ok(changed.then(|| fields.text()))
+    }
+
+    /// [`KeyStore::open_text`] on a parsed payload (an aggregate's event).
+    ///
+    /// # Errors
+    /// [`OpenError`]: the keys could not be read.
     pub async fn open_payload(
         &self,
         place: &Place<'_>,
         payload: &mut Value,
         unreadable: Unreadable,
-    ) -> Result<Opened, KeyError> {
-        let needed = sealing::keys_to_open(place.event_type, payload);
+    ) -> Result<Opened, OpenError> {
+        let text = payload.to_string();
+        let Some(mut fields) = Fields::parse(&text)? else {
+            return Ok(Opened::default());
+        };
+        let (opened, changed) = self.open_fields(place, &mut fields, unreadable).await?;
+        if changed {
+            *payload = serde_json::from_str(&fields.text())?;
+        }
+        Ok(opened)
+    }
+
+    async fn open_fields(
+        &self,
+        place: &Place<'_>,
+        fields: &mut Fields<'_>,
+        unreadable: Unreadable,
+    ) -> Result<(Opened, bool), KeyError> {
+        let needed = sealing::keys_to_open(place.event_type, fields);
         let mut keys: HashMap<(Scope, Uuid), Option<Key>> = HashMap::with_capacity(needed.len());
         for (scope, id) in needed {
             // Never made is read as destroyed: nothing can open it.
             keys.insert((scope, id), self.key(scope, id).await?.flatten());
         }
-        let opened = sealing::open(
+        let (opened, changed) = sealing::open_fields(
             place,
-            payload,
+            fields,
             |scope, id| keys.get(&(scope, id)).cloned().flatten(),
             unreadable,
         );
@@ -109,36 +150,49 @@ impl KeyStore {
             );
             metrics::counter!("pm_sealed_refused_total").increment(opened.refused as u64);
         }
-        Ok(opened)
+        Ok((opened, changed))
     }
 }
 
-/// A payload parsed, and the keys sealing it takes.
-type ToSeal = (Value, Vec<(Scope, Uuid)>);
+/// Why a payload could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The keys could not be read (the store is away, a key row is damaged).
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    /// The stored payload is not JSON.
+    #[error("a stored payload is not JSON: {0}")]
+    Payload(#[from] serde_json::Error),
+}
 
-/// The payload `text` parsed and the keys sealing it takes, when it has a personal text in
-/// the clear.
-fn to_seal(place: &Place<'_>, text: &str) -> Result<Option<ToSeal>, SealError> {
+/// A payload's fields, and the keys sealing it takes.
+type ToSeal<'t> = (Fields<'t>, Vec<(Scope, Uuid)>);
+
+/// The payload `text`'s fields and the keys sealing it takes, when it has a personal text
+/// in the clear.
+fn to_seal<'t>(place: &Place<'_>, text: &'t str) -> Result<Option<ToSeal<'t>>, SealError> {
     if personal_fields(place.event_type).is_empty() {
         return Ok(None);
     }
-    let payload: Value = serde_json::from_str(text)
-        .map_err(|e| SealError::Payload(place.event_type.to_string(), e.to_string()))?;
-    let owners = sealing::keys_to_seal(place, &payload)?;
-    Ok((!owners.is_empty()).then_some((payload, owners)))
+    let not_json =
+        |e: serde_json::Error| SealError::Payload(place.event_type.into(), e.to_string());
+    let Some(fields) = Fields::parse(text).map_err(not_json)? else {
+        return Ok(None);
+    };
+    let owners = sealing::keys_to_seal(place, &fields)?;
+    Ok((!owners.is_empty()).then_some((fields, owners)))
 }
 
+/// The payload's text, its fields sealed with `keys`.
 fn seal_with(
     place: &Place<'_>,
-    payload: &mut Value,
+    fields: &mut Fields<'_>,
     keys: &HashMap<(Scope, Uuid), Option<Key>>,
-    text: &mut String,
-) -> Result<bool, SealError> {
-    sealing::seal(place, payload, |scope, id| {
+) -> Result<String, SealError> {
+    sealing::seal_fields(place, fields, |scope, id| {
         keys.get(&(scope, id))
             .cloned()
             .ok_or("a key not fetched before sealing")
     })?;
-    *text = payload.to_string();
-    Ok(true)
+    Ok(fields.text())
 }

@@ -2,20 +2,36 @@
 //! opened again: the one transformation the log's writer applies before a payload is
 //! stored, and its readers after it is read.
 //!
-//! A sealed field holds `{"sealed": "<base64>", "keys": ["actor:<id>", "conversation:<id>"]}`:
+//! A sealed field holds `{"keys": ["actor:<id>", "conversation:<id>"], "sealed": "<base64>"}`:
 //! the field's JSON text sealed under each key in turn (the first innermost), each layer
 //! bound to the event (aggregate type, id and sequence) and the field — a sealed value
 //! copied onto another event or field does not open. `null` and absent fields stay as they
 //! are. Opening a field whose key was destroyed gives `null` and marks the payload
 //! `"forgotten": true`; one that does not open (moved, altered) gives `null` and is counted,
 //! never an error.
+//!
+//! Both work on the payload's text ([`Fields`]): the fields that change are replaced, the
+//! others written back as they were, and no `serde_json::Value` is built — the writer
+//! seals, and the log's reader opens, every personal payload on the command path.
+
+use std::borrow::Cow;
+use std::fmt::Write;
 
 use base64::Engine;
 use pm_domain::personal::{personal_fields, KeyOf};
-use serde_json::{Map, Value};
+use serde::de::IgnoredAny;
+use serde_json::Value;
 use uuid::Uuid;
 
+pub use payload::Fields;
+use payload::{is_sealed, SealedForm};
+
 use super::{CipherError, Key, Scope};
+
+mod payload;
+
+const NULL: &str = "null";
+const TRUE: &str = "true";
 
 /// The event a payload belongs to.
 #[derive(Debug, Clone, Copy)]
@@ -69,25 +85,23 @@ pub struct Opened {
     pub refused: usize,
 }
 
-const SEALED: &str = "sealed";
-const KEYS: &str = "keys";
 /// The mark of a payload some of whose texts were forgotten.
 pub const FORGOTTEN: &str = "forgotten";
 
-/// Every key sealing `payload` (an event at `place`) takes, each once: what the writer
-/// fetches (or makes) before [`seal`].
+/// Every key sealing the payload `fields` (an event at `place`) takes, each once: what the
+/// writer fetches (or makes) before [`seal_fields`].
 ///
 /// # Errors
 /// [`SealError::NoOwner`]: the payload must not be stored.
-pub fn keys_to_seal(place: &Place<'_>, payload: &Value) -> Result<Vec<(Scope, Uuid)>, SealError> {
+pub fn keys_to_seal(
+    place: &Place<'_>,
+    fields: &Fields<'_>,
+) -> Result<Vec<(Scope, Uuid)>, SealError> {
     let mut keys = Vec::new();
-    let Value::Object(fields) = payload else {
-        return Ok(keys);
-    };
     for personal in personal_fields(place.event_type) {
         if fields
             .get(personal.field)
-            .is_none_or(|v| v.is_null() || is_sealed(v))
+            .is_none_or(|v| v == NULL || is_sealed(v))
         {
             continue;
         }
@@ -101,24 +115,19 @@ pub fn keys_to_seal(place: &Place<'_>, payload: &Value) -> Result<Vec<(Scope, Uu
     Ok(keys)
 }
 
-/// Every key opening `payload` (of `event_type`) takes, each once: what a reader fetches
-/// before [`open`]. Empty for a payload with nothing sealed.
-pub fn keys_to_open(event_type: &str, payload: &Value) -> Vec<(Scope, Uuid)> {
+/// Every key opening the payload `fields` (of `event_type`) takes, each once: what a reader
+/// fetches before [`open_fields`]. Empty for a payload with nothing sealed.
+pub fn keys_to_open(event_type: &str, fields: &Fields<'_>) -> Vec<(Scope, Uuid)> {
     let mut keys = Vec::new();
-    let Value::Object(fields) = payload else {
-        return keys;
-    };
     for personal in personal_fields(event_type) {
-        let names = fields
+        let Some(form) = fields
             .get(personal.field)
             .filter(|v| is_sealed(v))
-            .and_then(|v| v.get(KEYS))
-            .and_then(Value::as_array);
-        for owner in names
-            .into_iter()
-            .flatten()
-            .filter_map(|n| n.as_str().and_then(parse_owner))
-        {
+            .and_then(|v| serde_json::from_str::<SealedForm<'_>>(v).ok())
+        else {
+            continue;
+        };
+        for owner in form.keys.iter().filter_map(|n| parse_owner(n)) {
             if !keys.contains(&owner) {
                 keys.push(owner);
             }
@@ -133,26 +142,24 @@ pub fn may_be_sealed(event_type: &str, text: &str) -> bool {
     !personal_fields(event_type).is_empty() && text.contains("\"sealed\"")
 }
 
-/// Seals the personal fields of `payload` (an event at `place`) under the keys `key` gives
-/// (`None`: destroyed — the party was forgotten, so the field is stored as `null` and the
-/// payload marked forgotten: a forgotten party's texts are never written again).
+/// Seals the personal fields of the payload `fields` (an event at `place`) under the keys
+/// `key` gives (`None`: destroyed — the party was forgotten, so the field is stored as
+/// `null` and the payload marked forgotten: a forgotten party's texts are never written
+/// again). Answers whether anything changed.
 ///
 /// # Errors
 /// [`SealError`]: the payload must not be stored.
-pub fn seal<E: std::fmt::Display>(
+pub fn seal_fields<E: std::fmt::Display>(
     place: &Place<'_>,
-    payload: &mut Value,
+    fields: &mut Fields<'_>,
     mut key: impl FnMut(Scope, Uuid) -> Result<Option<Key>, E>,
-) -> Result<(), SealError> {
-    let Value::Object(fields) = payload else {
-        return Ok(());
-    };
-    let mut forgotten = false;
+) -> Result<bool, SealError> {
+    let (mut changed, mut forgotten) = (false, false);
     for personal in personal_fields(place.event_type) {
         let Some(value) = fields.get(personal.field) else {
             continue;
         };
-        if value.is_null() || is_sealed(value) {
+        if value == NULL || is_sealed(value) {
             continue;
         }
         let owners = personal
@@ -167,31 +174,31 @@ pub fn seal<E: std::fmt::Display>(
                 None => break,
             }
         }
+        changed = true;
         if keys.len() < owners.len() {
             forgotten = true;
-            fields.insert(personal.field.into(), Value::Null);
+            fields.set(personal.field, Cow::Borrowed(NULL));
             continue;
         }
-        let mut bytes = value.to_string().into_bytes();
+        let mut aad = Aad::new(place, personal.field);
+        let mut bytes = value.as_bytes().to_vec();
         for (layer, k) in keys.iter().enumerate() {
-            bytes = k.seal(&aad(place, personal.field, layer), &bytes)?;
+            bytes = k.seal(aad.layer(layer), &bytes)?;
         }
-        let names = owners
-            .iter()
-            .map(|(scope, id)| Value::String(format!("{}:{id}", scope.as_str())))
-            .collect();
-        let mut sealed = Map::new();
-        sealed.insert(
-            SEALED.into(),
-            Value::String(base64::engine::general_purpose::STANDARD.encode(bytes)),
-        );
-        sealed.insert(KEYS.into(), Value::Array(names));
-        fields.insert(personal.field.into(), Value::Object(sealed));
+        let mut sealed = String::from(r#"{"keys":["#);
+        for (at, (scope, id)) in owners.iter().enumerate() {
+            let comma = if at > 0 { "," } else { "" };
+            let _ = write!(sealed, r#"{comma}"{}:{id}""#, scope.as_str());
+        }
+        sealed.push_str(r#"],"sealed":""#);
+        base64::engine::general_purpose::STANDARD.encode_string(bytes, &mut sealed);
+        sealed.push_str(r#""}"#);
+        fields.set(personal.field, Cow::Owned(sealed));
     }
     if forgotten {
-        fields.insert(FORGOTTEN.into(), Value::Bool(true));
+        fields.set(FORGOTTEN, Cow::Borrowed(TRUE));
     }
-    Ok(())
+    Ok(changed)
 }
 
 /// What a reader makes of a text it cannot read.
@@ -207,38 +214,39 @@ pub enum Unreadable {
 
 pub use pm_domain::personal::STAND_IN;
 
-/// Opens the sealed fields of `payload` (an event at `place`) with the keys `key` has
-/// (`None`: destroyed). A field that cannot be opened reads as `unreadable` says; see
-/// [`Opened`].
-pub fn open(
+/// Opens the sealed fields of the payload `fields` (an event at `place`) with the keys
+/// `key` has (`None`: destroyed). A field that cannot be opened reads as `unreadable`
+/// says; see [`Opened`]. Answers too whether anything changed.
+pub fn open_fields(
     place: &Place<'_>,
-    payload: &mut Value,
+    fields: &mut Fields<'_>,
     mut key: impl FnMut(Scope, Uuid) -> Option<Key>,
     unreadable: Unreadable,
-) -> Opened {
+) -> (Opened, bool) {
     let mut opened = Opened::default();
-    let Value::Object(fields) = payload else {
-        return opened;
-    };
+    let mut changed = false;
     // Written after forgetting: its fields were stored as `null`.
-    let written_forgotten = fields.get(FORGOTTEN) == Some(&Value::Bool(true));
+    let written_forgotten = fields.get(FORGOTTEN) == Some(TRUE);
     let stand_in = || match unreadable {
-        Unreadable::Null => Value::Null,
-        Unreadable::StandIn => Value::String(STAND_IN.into()),
+        Unreadable::Null => Cow::Borrowed(NULL),
+        Unreadable::StandIn => Cow::Owned(serde_json::Value::from(STAND_IN).to_string()),
     };
     for personal in personal_fields(place.event_type) {
-        let Some(value) = fields.get_mut(personal.field) else {
+        let Some(value) = fields.get(personal.field) else {
             continue;
         };
-        if value.is_null() && written_forgotten {
-            *value = stand_in();
+        if value == NULL && written_forgotten {
+            if unreadable == Unreadable::StandIn {
+                fields.set(personal.field, stand_in());
+                changed = true;
+            }
             continue;
         }
         if !is_sealed(value) {
             continue;
         }
-        *value = match open_field(place, personal.field, value, &mut key) {
-            Ok(plain) => plain,
+        let plain = match open_field(place, personal.field, value, &mut key) {
+            Ok(plain) => Cow::Owned(plain),
             Err(Unopened::Forgotten) => {
                 opened.forgotten += 1;
                 stand_in()
@@ -248,35 +256,83 @@ pub fn open(
                 stand_in()
             }
         };
+        fields.set(personal.field, plain);
+        changed = true;
     }
     match unreadable {
         Unreadable::Null if opened.forgotten > 0 => {
-            fields.insert(FORGOTTEN.into(), Value::Bool(true));
+            fields.set(FORGOTTEN, Cow::Borrowed(TRUE));
         }
         Unreadable::Null => {}
-        Unreadable::StandIn => {
-            fields.remove(FORGOTTEN);
+        Unreadable::StandIn => changed |= fields.remove(FORGOTTEN),
+    }
+    (opened, changed)
+}
+
+/// [`seal_fields`] on a parsed payload (of an aggregate's event, or a test's).
+///
+/// # Errors
+/// [`SealError`]: the payload must not be stored.
+pub fn seal<E: std::fmt::Display>(
+    place: &Place<'_>,
+    payload: &mut Value,
+    key: impl FnMut(Scope, Uuid) -> Result<Option<Key>, E>,
+) -> Result<(), SealError> {
+    let not_json =
+        |e: serde_json::Error| SealError::Payload(place.event_type.into(), e.to_string());
+    let text = payload.to_string();
+    let Some(mut fields) = Fields::parse(&text).map_err(not_json)? else {
+        return Ok(());
+    };
+    if seal_fields(place, &mut fields, key)? {
+        *payload = serde_json::from_str(&fields.text()).map_err(not_json)?;
+    }
+    Ok(())
+}
+
+/// [`open_fields`] on a parsed payload (of an aggregate's event, or a test's).
+pub fn open(
+    place: &Place<'_>,
+    payload: &mut Value,
+    key: impl FnMut(Scope, Uuid) -> Option<Key>,
+    unreadable: Unreadable,
+) -> Opened {
+    let text = payload.to_string();
+    let Ok(Some(mut fields)) = Fields::parse(&text) else {
+        return Opened::default();
+    };
+    let (opened, changed) = open_fields(place, &mut fields, key, unreadable);
+    if changed {
+        if let Ok(value) = serde_json::from_str(&fields.text()) {
+            *payload = value;
         }
     }
     opened
 }
 
-/// `payload` (of `event_type`) with every sealed field replaced by [`STAND_IN`] and no
-/// mark, without opening anything: for a reader that needs only the history's shape (ids,
-/// kinds) of a fact.
-pub fn shape_only(event_type: &str, payload: &mut Value) {
-    open(
-        &Place {
-            event_type,
-            aggregate_type: "",
-            aggregate_id: "",
-            sequence: 0,
-            conversation_id: None,
-        },
-        payload,
-        |_, _| None,
-        Unreadable::StandIn,
-    );
+/// The payload `text` (of `event_type`) with every sealed field replaced by [`STAND_IN`]
+/// and no mark, without opening anything: for a reader that needs only the history's shape
+/// (ids, kinds) of a fact.
+///
+/// # Errors
+/// The parser's, when `text` is not JSON.
+pub fn shape_only<'t>(event_type: &str, text: &'t str) -> Result<Cow<'t, str>, serde_json::Error> {
+    let Some(mut fields) = Fields::parse(text)? else {
+        return Ok(Cow::Borrowed(text));
+    };
+    let place = Place {
+        event_type,
+        aggregate_type: "",
+        aggregate_id: "",
+        sequence: 0,
+        conversation_id: None,
+    };
+    let (_, changed) = open_fields(&place, &mut fields, |_, _| None, Unreadable::StandIn);
+    Ok(if changed {
+        Cow::Owned(fields.text())
+    } else {
+        Cow::Borrowed(text)
+    })
 }
 
 enum Unopened {
@@ -287,37 +343,33 @@ enum Unopened {
 fn open_field(
     place: &Place<'_>,
     field: &str,
-    sealed: &Value,
+    sealed: &str,
     key: &mut impl FnMut(Scope, Uuid) -> Option<Key>,
-) -> Result<Value, Unopened> {
-    let bytes = sealed
-        .get(SEALED)
-        .and_then(Value::as_str)
-        .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
-        .ok_or(Unopened::Refused)?;
-    let owners = sealed
-        .get(KEYS)
-        .and_then(Value::as_array)
-        .ok_or(Unopened::Refused)?
+) -> Result<String, Unopened> {
+    let form: SealedForm<'_> = serde_json::from_str(sealed).map_err(|_| Unopened::Refused)?;
+    let mut bytes = base64::engine::general_purpose::STANDARD
+        .decode(form.sealed.as_bytes())
+        .map_err(|_| Unopened::Refused)?;
+    let owners = form
+        .keys
         .iter()
-        .map(|name| name.as_str().and_then(parse_owner).ok_or(Unopened::Refused))
+        .map(|name| parse_owner(name).ok_or(Unopened::Refused))
         .collect::<Result<Vec<_>, _>>()?;
     // Every key first: one destroyed is forgetting, whatever the others say.
     let keys = owners
         .iter()
         .map(|(scope, id)| key(*scope, *id).ok_or(Unopened::Forgotten))
         .collect::<Result<Vec<_>, _>>()?;
-    let mut bytes = bytes;
+    let mut aad = Aad::new(place, field);
     for (layer, k) in keys.iter().enumerate().rev() {
         bytes = k
-            .open(&aad(place, field, layer), &bytes)
+            .open_owned(aad.layer(layer), bytes)
             .ok_or(Unopened::Refused)?;
     }
-    serde_json::from_slice(&bytes).map_err(|_| Unopened::Refused)
-}
-
-fn is_sealed(value: &Value) -> bool {
-    value.as_object().is_some_and(|o| o.contains_key(SEALED))
+    let plain = String::from_utf8(bytes).map_err(|_| Unopened::Refused)?;
+    // Spliced into the payload's text as it is: it must be one JSON value.
+    serde_json::from_str::<IgnoredAny>(&plain).map_err(|_| Unopened::Refused)?;
+    Ok(plain)
 }
 
 fn parse_owner(name: &str) -> Option<(Scope, Uuid)> {
@@ -328,7 +380,7 @@ fn parse_owner(name: &str) -> Option<(Scope, Uuid)> {
 /// The key of `k` for a field of the event at `place`.
 fn owner(
     place: &Place<'_>,
-    fields: &Map<String, Value>,
+    fields: &Fields<'_>,
     k: KeyOf,
     field: &'static str,
 ) -> Result<(Scope, Uuid), SealError> {
@@ -345,8 +397,7 @@ fn owner(
             .map_err(|_| missing("actor")),
         KeyOf::ActorNamedBy(name) => fields
             .get(name)
-            .and_then(Value::as_str)
-            .and_then(|id| id.parse().ok())
+            .and_then(|id| serde_json::from_str::<Uuid>(id).ok())
             .map(|id| (Scope::Actor, id))
             .ok_or_else(|| missing("actor")),
         KeyOf::Conversation => place
@@ -356,13 +407,27 @@ fn owner(
     }
 }
 
-/// What one layer of a sealed field is bound to.
-fn aad(place: &Place<'_>, field: &str, layer: usize) -> Vec<u8> {
-    format!(
-        "{}\n{}\n{}\n{field}\n{layer}",
-        place.aggregate_type, place.aggregate_id, place.sequence
-    )
-    .into_bytes()
+/// What each layer of a sealed field is bound to: the event, the field, the layer.
+struct Aad {
+    text: String,
+    prefix: usize,
+}
+
+impl Aad {
+    fn new(place: &Place<'_>, field: &str) -> Self {
+        let text = format!(
+            "{}\n{}\n{}\n{field}\n",
+            place.aggregate_type, place.aggregate_id, place.sequence
+        );
+        let prefix = text.len();
+        Self { text, prefix }
+    }
+
+    fn layer(&mut self, layer: usize) -> &[u8] {
+        self.text.truncate(self.prefix);
+        let _ = write!(self.text, "{layer}");
+        self.text.as_bytes()
+    }
 }
 
 #[cfg(test)]

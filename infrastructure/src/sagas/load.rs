@@ -16,7 +16,7 @@ use std::borrow::Cow;
 use crate::db::{Args, DbRow};
 use crate::keys::sealing::{self, Place, Unreadable};
 use crate::keys::KeyStore;
-use crate::log::key_error;
+use crate::log::open_error;
 use crate::processor::store::store_error;
 use crate::Database;
 
@@ -146,8 +146,6 @@ async fn rune(keys: &KeyStore, row: &DbRow, conversation_id: Uuid) -> Result<Sto
     let sequence = row.int("sequence").map_err(store_error)?;
     let mut payload = Cow::Borrowed(row.str("payload").map_err(store_error)?);
     if sealing::may_be_sealed(event_type, &payload) {
-        let mut value: serde_json::Value =
-            serde_json::from_str(&payload).map_err(|e| corrupt("rune", e))?;
         let place = Place {
             event_type,
             aggregate_type,
@@ -155,10 +153,13 @@ async fn rune(keys: &KeyStore, row: &DbRow, conversation_id: Uuid) -> Result<Sto
             sequence,
             conversation_id: Some(conversation_id),
         };
-        keys.open_payload(&place, &mut value, Unreadable::StandIn)
+        let opened = keys
+            .open_text(&place, &payload, Unreadable::StandIn)
             .await
-            .map_err(key_error)?;
-        payload = Cow::Owned(value.to_string());
+            .map_err(open_error)?;
+        if let Some(text) = opened {
+            payload = Cow::Owned(text);
+        }
     }
     let recorded = Recorded::from_stored(aggregate_type, id, event_type, &payload)
         .map_err(|e| corrupt("rune", e))?;
