@@ -86,10 +86,7 @@ impl Key {
     /// # Errors
     /// [`CipherError`].
     pub fn seal(&self, aad: &[u8], plaintext: &[u8]) -> Result<Vec<u8>, CipherError> {
-        let mut nonce = [0u8; NONCE_LEN];
-        SystemRandom::new()
-            .fill(&mut nonce)
-            .map_err(|_| CipherError::NoRandom)?;
+        let nonce = nonces::next()?;
         let head = 1 + NONCE_LEN;
         let mut sealed = Vec::with_capacity(head + plaintext.len() + TAG_LEN);
         sealed.push(FORM);
@@ -130,6 +127,52 @@ impl Key {
         sealed.truncate(head + plain);
         sealed.drain(..head);
         Some(sealed)
+    }
+}
+
+/// Nonces from the system's random source, fetched a page at a time: one `getrandom` call
+/// per [`nonces::PAGE`] bytes instead of one per layer sealed. A nonce is public (stored
+/// beside its ciphertext); all GCM asks of it is not to repeat under a key, which random
+/// bytes from the OS give whether fetched one by one or by the page. Each thread keeps its
+/// own page, and a byte is handed out once.
+mod nonces {
+    use std::cell::RefCell;
+
+    use ring::aead::NONCE_LEN;
+    use ring::rand::{SecureRandom, SystemRandom};
+
+    use super::CipherError;
+
+    /// Bytes fetched at a time: 341 nonces.
+    pub const PAGE: usize = 4096;
+
+    struct Page {
+        bytes: [u8; PAGE],
+        taken: usize,
+    }
+
+    thread_local! {
+        static PAGE_OF_THREAD: RefCell<Page> = const {
+            RefCell::new(Page { bytes: [0; PAGE], taken: PAGE })
+        };
+    }
+
+    /// A fresh nonce.
+    pub fn next() -> Result<[u8; NONCE_LEN], CipherError> {
+        PAGE_OF_THREAD.with_borrow_mut(|page| {
+            if page.taken + NONCE_LEN > PAGE {
+                SystemRandom::new()
+                    .fill(&mut page.bytes)
+                    .map_err(|_| CipherError::NoRandom)?;
+                page.taken = 0;
+            }
+            let mut nonce = [0u8; NONCE_LEN];
+            nonce.copy_from_slice(&page.bytes[page.taken..page.taken + NONCE_LEN]);
+            // Handed out once: wiped from the page.
+            page.bytes[page.taken..page.taken + NONCE_LEN].fill(0);
+            page.taken += NONCE_LEN;
+            Ok(nonce)
+        })
     }
 }
 
@@ -193,6 +236,15 @@ mod tests {
     fn given_the_same_text_sealed_twice_then_the_two_differ() {
         let k = key();
         assert_ne!(k.seal(b"a", b"x").ok(), k.seal(b"a", b"x").ok());
+    }
+
+    #[test]
+    fn given_more_nonces_than_a_page_holds_then_none_repeats() {
+        let count = 3 * nonces::PAGE / NONCE_LEN;
+        let all: std::collections::HashSet<_> = (0..count)
+            .map(|_| nonces::next().expect("random"))
+            .collect();
+        assert_eq!(all.len(), count);
     }
 
     #[test]
