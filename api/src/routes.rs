@@ -21,7 +21,7 @@ pub mod workers;
 
 use std::time::Instant;
 
-use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::http::HeaderValue;
 use axum::middleware::{self, Next};
 use axum::response::Response;
@@ -35,6 +35,7 @@ use crate::error::ApiError;
 use crate::extract::CorrelationId;
 use crate::state::AppState;
 use access::{guard, Access, READERS};
+use pm_infrastructure::otlp::live::LiveSpans;
 
 /// Wraps an endpoint's handler in its guard (and, for a command, the `Idempotency-Key`
 /// middleware inside the guard).
@@ -93,8 +94,7 @@ pub fn router(state: AppState) -> Router {
     let spans = state.spans.clone();
     let guard = middleware::from_fn_with_state(state, guard(READERS, scope::PathScope::Unnamed));
     let mcp = tower::ServiceBuilder::new()
-        .layer(middleware::from_fn(correlate))
-        .layer(middleware::from_fn_with_state(spans, crate::trace::layer))
+        .layer(middleware::from_fn_with_state(spans, request_context))
         .layer(middleware::from_fn(record_metrics))
         .layer(guard)
         .layer(middleware::from_fn_with_state(
@@ -138,14 +138,13 @@ fn api(state: AppState) -> Router {
         )
         .layer(middleware::from_fn_with_state(
             state.spans.clone(),
-            crate::trace::layer,
+            request_context,
         ))
-        .layer(middleware::from_fn(correlate))
         .with_state(state)
 }
 
 /// The span every request's log lines are logged in: method, path, the correlation id and
-/// the W3C trace id ([`correlate`] and [`crate::trace::layer`] run first and set them).
+/// the W3C trace id ([`request_context`] runs first and sets them).
 fn request_span(req: &Request) -> tracing::Span {
     let correlation_id = req
         .extensions()
@@ -164,9 +163,27 @@ fn request_span(req: &Request) -> tracing::Span {
     )
 }
 
-/// Gives every request a correlation id (from `X-Correlation-Id`, else `X-Request-Id`,
-/// else a new UUIDv7) and echoes it in the answer.
-async fn correlate(mut req: Request, next: Next) -> Response {
+/// The outermost middleware of every request: its correlation id ([`correlate`]) and its
+/// span in its trace ([`crate::trace::begin`]), named in the answer. One layer for both:
+/// each `from_fn` layer clones the whole stack inside it on every request.
+async fn request_context(
+    State(spans): State<Option<LiveSpans>>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let id = correlate(&mut req);
+    let begun = crate::trace::begin(spans.as_ref(), &mut req);
+    let mut response = next.run(req).await;
+    crate::trace::end(begun, &mut response);
+    if let Ok(value) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert("x-correlation-id", value);
+    }
+    response
+}
+
+/// Gives `req` a correlation id (from `X-Correlation-Id`, else `X-Request-Id`, else a new
+/// UUIDv7), to be echoed in the answer.
+fn correlate(req: &mut Request) -> String {
     let id = ["x-correlation-id", "x-request-id"]
         .iter()
         .find_map(|h| req.headers().get(*h))
@@ -175,11 +192,7 @@ async fn correlate(mut req: Request, next: Next) -> Response {
         .map(str::to_string)
         .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
     req.extensions_mut().insert(CorrelationId(id.clone()));
-    let mut response = next.run(req).await;
-    if let Ok(value) = HeaderValue::from_str(&id) {
-        response.headers_mut().insert("x-correlation-id", value);
-    }
-    response
+    id
 }
 
 /// Counts requests and records their latency by method, route and status.
@@ -191,7 +204,7 @@ async fn record_metrics(req: Request, next: Next) -> Response {
         .as_ref()
         .map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
     let mut response = next.run(req).await;
-    // The request's span is named by its route (`crate::trace::layer`, outside the router).
+    // The request's span is named by its route (`crate::trace::end`, outside the router).
     if let Some(matched) = matched {
         response.extensions_mut().insert(matched);
     }

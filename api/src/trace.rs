@@ -11,9 +11,8 @@
 //! span named `<method> <route>` per the HTTP semantic conventions, a child of the
 //! caller's span, with the principal that was signed in.
 
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::{MatchedPath, Request};
 use axum::http::{HeaderMap, HeaderValue};
-use axum::middleware::Next;
 use axum::response::Response;
 use chrono::Utc;
 use opentelemetry::propagation::{Extractor, TextMapPropagator};
@@ -26,7 +25,7 @@ use pm_infrastructure::otlp::live::LiveSpans;
 /// The answer's header naming the request's span.
 pub const TRACERESPONSE: &str = "traceresponse";
 
-/// The request's span in its trace, put in the request's extensions by [`layer`].
+/// The request's span in its trace, put in the request's extensions by [`begin`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestTrace(pub TraceContext);
 
@@ -35,30 +34,49 @@ pub struct RequestTrace(pub TraceContext);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SignedIn(pub String);
 
-/// Gives every request its span ([`of`]), names it in the answer and, when spans are
-/// exported, exports it as it ends.
-pub async fn layer(
-    State(spans): State<Option<LiveSpans>>,
-    mut req: Request,
-    next: Next,
-) -> Response {
+/// What [`begin`] gave a request: its span, to name in the answer and, when spans are
+/// exported, to export as it ends ([`end`]).
+pub struct Begun {
+    named: Option<HeaderValue>,
+    started: Option<Started>,
+}
+
+/// A request's span as it began, for its export.
+struct Started {
+    spans: LiveSpans,
+    context: TraceContext,
+    parent: Option<String>,
+    method: String,
+    path: String,
+    start: chrono::DateTime<Utc>,
+}
+
+/// Gives `req` its span ([`of`]) in its extensions. Called by the request's outermost
+/// middleware (`routes::request_context`), which runs [`end`] on the answer: one layer,
+/// not one of its own — every `from_fn` layer clones the whole stack inside it per
+/// request.
+pub fn begin(spans: Option<&LiveSpans>, req: &mut Request) -> Begun {
     let (trace, parent) = of(req.headers());
     let named = HeaderValue::from_str(&trace.traceparent).ok();
-    let started = spans.as_ref().map(|_| {
-        (
-            trace.clone(),
-            parent,
-            req.method().to_string(),
-            req.uri().path().to_string(),
-            Utc::now(),
-        )
+    let started = spans.map(|spans| Started {
+        spans: spans.clone(),
+        context: trace.clone(),
+        parent,
+        method: req.method().to_string(),
+        path: req.uri().path().to_string(),
+        start: Utc::now(),
     });
     req.extensions_mut().insert(RequestTrace(trace));
-    let mut response = next.run(req).await;
-    if let (Some(spans), Some((context, parent, method, path, start))) = (spans, started) {
+    Begun { named, started }
+}
+
+/// Names the request's span in `response` (`traceresponse`) and, when spans are exported,
+/// exports it.
+pub fn end(begun: Begun, response: &mut Response) {
+    if let Some(s) = begun.started {
         let http = HttpRequest {
-            method: &method,
-            path: &path,
+            method: &s.method,
+            path: &s.path,
             route: response
                 .extensions()
                 .get::<MatchedPath>()
@@ -69,12 +87,16 @@ pub async fn layer(
                 .get::<SignedIn>()
                 .map(|p| p.0.as_str()),
         };
-        spans.finished(genai::request(context, parent, &http, (start, Utc::now())));
+        s.spans.finished(genai::request(
+            s.context,
+            s.parent,
+            &http,
+            (s.start, Utc::now()),
+        ));
     }
-    if let Some(named) = named {
+    if let Some(named) = begun.named {
         response.headers_mut().insert(TRACERESPONSE, named);
     }
-    response
 }
 
 /// A new span in the trace of `headers`' valid `traceparent` (with its flags and its
