@@ -20,7 +20,6 @@ use std::fmt::Write;
 use base64::Engine;
 use pm_domain::personal::{personal_fields, KeyOf};
 use serde::de::IgnoredAny;
-use serde_json::Value;
 use uuid::Uuid;
 
 pub use payload::Fields;
@@ -267,47 +266,6 @@ pub fn open_fields(
         Unreadable::StandIn => changed |= fields.remove(FORGOTTEN),
     }
     (opened, changed)
-}
-
-/// [`seal_fields`] on a parsed payload (of an aggregate's event, or a test's).
-///
-/// # Errors
-/// [`SealError`]: the payload must not be stored.
-pub fn seal<E: std::fmt::Display>(
-    place: &Place<'_>,
-    payload: &mut Value,
-    key: impl FnMut(Scope, Uuid) -> Result<Option<Key>, E>,
-) -> Result<(), SealError> {
-    let not_json =
-        |e: serde_json::Error| SealError::Payload(place.event_type.into(), e.to_string());
-    let text = payload.to_string();
-    let Some(mut fields) = Fields::parse(&text).map_err(not_json)? else {
-        return Ok(());
-    };
-    if seal_fields(place, &mut fields, key)? {
-        *payload = serde_json::from_str(&fields.text()).map_err(not_json)?;
-    }
-    Ok(())
-}
-
-/// [`open_fields`] on a parsed payload (of an aggregate's event, or a test's).
-pub fn open(
-    place: &Place<'_>,
-    payload: &mut Value,
-    key: impl FnMut(Scope, Uuid) -> Option<Key>,
-    unreadable: Unreadable,
-) -> Opened {
-    let text = payload.to_string();
-    let Ok(Some(mut fields)) = Fields::parse(&text) else {
-        return Opened::default();
-    };
-    let (opened, changed) = open_fields(place, &mut fields, key, unreadable);
-    if changed {
-        if let Ok(value) = serde_json::from_str(&fields.text()) {
-            *payload = value;
-        }
-    }
-    opened
 }
 
 /// The payload `text` (of `event_type`) with every sealed field replaced by [`STAND_IN`]

@@ -1,8 +1,42 @@
 use std::collections::HashMap;
 
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::*;
+
+/// [`seal_fields`] on a parsed payload: the tests write and compare `Value`s.
+fn seal<E: std::fmt::Display>(
+    place: &Place<'_>,
+    payload: &mut Value,
+    key: impl FnMut(Scope, Uuid) -> Result<Option<Key>, E>,
+) -> Result<(), SealError> {
+    let text = payload.to_string();
+    let Some(mut fields) = Fields::parse(&text).expect("JSON") else {
+        return Ok(());
+    };
+    if seal_fields(place, &mut fields, key)? {
+        *payload = serde_json::from_str(&fields.text()).expect("sealed JSON");
+    }
+    Ok(())
+}
+
+/// [`open_fields`] on a parsed payload.
+fn open(
+    place: &Place<'_>,
+    payload: &mut Value,
+    key: impl FnMut(Scope, Uuid) -> Option<Key>,
+    unreadable: Unreadable,
+) -> Opened {
+    let text = payload.to_string();
+    let Some(mut fields) = Fields::parse(&text).expect("JSON") else {
+        return Opened::default();
+    };
+    let (opened, changed) = open_fields(place, &mut fields, key, unreadable);
+    if changed {
+        *payload = serde_json::from_str(&fields.text()).expect("opened JSON");
+    }
+    opened
+}
 
 const ALICE: Uuid = Uuid::from_u128(0xA1);
 const CONVERSATION: Uuid = Uuid::from_u128(0xC1);
